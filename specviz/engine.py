@@ -1,0 +1,168 @@
+"""The loop every method runs through: propose, verify, commit, record. Written once, as a generator."""
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Iterator
+
+import torch
+
+from .config import RunConfig, SamplingConfig
+from .events import FALLBACK, PLAIN, SPECULATE, UNREACHED, Round
+from .methods.base import Proposer
+from .models import Target
+from .tree import Tree
+from .verify import TargetSession, Verdict
+
+
+class Schedule:
+    """Per-run adaptive state: dynamic k, and plain decoding while the rolling acceptance is low."""
+
+    def __init__(self, run: RunConfig):
+        self.run = run
+        self.k = run.k
+        self.window: deque[tuple[int, int]] = deque(maxlen=run.fallback_window)
+        self.plain_left = 0
+
+    def mode(self) -> str:
+        return FALLBACK if self.plain_left > 0 else SPECULATE
+
+    def update(self, mode: str, proposed: int, accepted: int) -> None:
+        if mode == FALLBACK:
+            self.plain_left -= 1
+            if self.plain_left == 0:
+                self.window.clear()  # retry speculation with a clean slate
+            return
+        if proposed == 0:
+            return
+        if self.run.adaptive_k:
+            grow = accepted == proposed
+            self.k = min(self.k + 2, self.run.k_max) if grow else max(self.k - 1, self.run.k_min)
+        self.window.append((proposed, accepted))
+        if self.run.fallback_threshold > 0 and len(self.window) == self.window.maxlen:
+            rate = sum(a for _, a in self.window) / sum(p for p, _ in self.window)
+            if rate < self.run.fallback_threshold:
+                self.plain_left = self.run.fallback_rounds
+
+
+class TextStream:
+    """Turns committed token ids into text deltas that never split a character."""
+
+    def __init__(self, target: Target):
+        self.target, self.ids, self.shown = target, [], 0
+
+    def add(self, ids: list[int], final: bool) -> str:
+        self.ids.extend(ids)
+        text = self.target.decode(self.ids)
+        end = len(text) if final else len(text.rstrip("\ufffd"))
+        delta, self.shown = text[self.shown:end], max(self.shown, end)
+        return delta
+
+
+def check_context(target: Target, prompt_ids: list[int], run: RunConfig) -> None:
+    needed = len(prompt_ids) + run.max_new_tokens + max(run.k, run.k_max) + 1
+    if needed > target.max_context:
+        raise ValueError(
+            f"the prompt ({len(prompt_ids)} tokens) plus max_new_tokens ({run.max_new_tokens}) and the "
+            f"speculative budget need {needed} positions, more than the model's context of "
+            f"{target.max_context}: shorten the prompt or lower max_new_tokens")
+
+
+def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: RunConfig,
+              sampling: SamplingConfig) -> Iterator[Round]:
+    """Generate from prompt_ids, yielding one Round per target forward. Closing the generator stops the run."""
+    run.validate()
+    sampling.validate()
+    if not prompt_ids:
+        raise ValueError("the prompt is empty")
+    check_context(target, prompt_ids, run)
+    generator = torch.Generator().manual_seed(sampling.seed)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        session = TargetSession(target.model, proposer.hidden_layers)
+        proposer.observe(session.prefill(prompt_ids))
+        ids, stream, schedule = list(prompt_ids), TextStream(target), Schedule(run)
+        broken: str | None = None  # set when the proposer raised: the rest of the run is plain
+        for index in range(run.max_new_tokens):
+            mode, k, note = schedule.mode(), schedule.k, broken
+            t0 = _now(target)
+            tree = Tree()
+            if mode == SPECULATE and broken is None:
+                try:
+                    tree = proposer.propose(ids, k)
+                except Exception as err:  # a faulty proposer must not cost the user their text
+                    broken = note = f"proposer {proposer.name!r} failed ({type(err).__name__}: {err}); plain decoding from here"
+            mode = FALLBACK if broken or mode == FALLBACK else (SPECULATE if len(tree) else PLAIN)
+            t1 = _now(target)
+            verdict, features = session.verify(ids[-1], tree, sampling, generator)
+            t2 = _now(target)
+            emitted = [tree.tokens[i] for i in verdict.path] + [verdict.bonus]
+            emitted, stop_reason = _cut(emitted, target.eos_ids, run.max_new_tokens - (len(ids) - len(prompt_ids)))
+            ids.extend(emitted)
+            record = _record(index, proposer.name, mode, k, tree, verdict, emitted, target,
+                             stream.add(emitted, final=stop_reason is not None),
+                             (t1 - t0, t2 - t1, t2 - start), len(ids) - len(prompt_ids), stop_reason, note)
+            yield record
+            if stop_reason:
+                return
+            proposer.observe(features)
+            schedule.update(mode, len(tree), len(verdict.path))
+
+
+def _now(target: Target) -> float:
+    if target.device.type == "cuda":
+        torch.cuda.synchronize(target.device)
+    return time.perf_counter()
+
+
+def _cut(emitted: list[int], eos_ids: frozenset[int], budget: int) -> tuple[list[int], str | None]:
+    """Never emit past an end-of-sequence token or the token budget."""
+    for i, token in enumerate(emitted[:budget]):
+        if token in eos_ids:
+            return emitted[: i + 1], "eos"
+    if len(emitted) >= budget:
+        return emitted[:budget], "max_new_tokens"
+    return emitted, None
+
+
+def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Verdict,
+            emitted: list[int], target: Target, text: str, times: tuple[float, float, float],
+            tokens_so_far: int, stop_reason: str | None, note: str | None) -> Round:
+    draft_time, verify_time, elapsed = times
+    path = verdict.path[: len(emitted)]  # a stop inside the accepted run cuts the path
+    status = list(verdict.status)
+    for node in verdict.path[len(path):]:
+        status[node] = UNREACHED  # accepted, but the run ended before them
+    has_bonus = len(emitted) == len(verdict.path) + 1
+    return Round(
+        index=index, method=method, mode=mode, k=k,
+        tokens=list(tree.tokens), parents=list(tree.parents),
+        pieces=[target.piece(t) for t in tree.tokens], status=status,
+        draft_probs=list(tree.draft_probs), target_probs=verdict.target_probs,
+        accepted_path=path,
+        bonus_token=verdict.bonus if has_bonus else None,
+        bonus_piece=target.piece(verdict.bonus) if has_bonus else "",
+        bonus_prob=verdict.bonus_prob if has_bonus else None,
+        bonus_source=verdict.bonus_source,
+        emitted=list(emitted), text=text,
+        draft_time_s=draft_time, verify_time_s=verify_time, elapsed_s=elapsed,
+        tokens_so_far=tokens_so_far, finished=stop_reason is not None, stop_reason=stop_reason, note=note,
+    )
+
+
+def generate(target: Target, method: str, prompt: str, run: RunConfig, sampling: SamplingConfig,
+             **options) -> Iterator[Round]:
+    """Validate raw input, encode the prompt through the chat template and run one method.
+
+    Every check happens before the first token, so a bad request costs nothing and changes nothing.
+    """
+    from .methods import make_proposer
+
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("the prompt is empty: type a question or pick an example")
+    run.validate()
+    sampling.validate()
+    prompt_ids = target.encode_prompt(prompt)
+    check_context(target, prompt_ids, run)
+    proposer = make_proposer(method, target, sampling, **options)
+    return speculate(target, proposer, prompt_ids, run, sampling)

@@ -1,0 +1,116 @@
+"""The per-round record every view reads, and the statistics derived from a run's records.
+
+No torch here: a Round holds ints, floats, strings and lists, so it crosses every boundary
+(UI, charts, benchmark, JSON traces, tests) as it is.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+ACCEPTED, REJECTED, UNREACHED = "accepted", "rejected", "unreached"
+SPECULATE, FALLBACK, PLAIN = "speculate", "fallback", "plain"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One verification round: what was proposed, what the target kept, what it added.
+
+    Proposed nodes form a tree: ``parents[i]`` is the index of node i's parent, -1 for the
+    root (the last committed token). A chain has parents [-1, 0, 1, ...]. The committed
+    tokens of this round are ``emitted`` = the accepted path's tokens then the bonus token,
+    cut at a stop token or at max_new_tokens.
+    """
+
+    index: int  # 0-based round number within the run
+    method: str  # name of the proposer
+    mode: str  # "speculate"; "fallback" (plain round while acceptance is low); "plain" (nothing proposed)
+    k: int  # speculative budget this round (chain length / tree depth)
+    tokens: list[int]  # proposed token ids, one per tree node
+    parents: list[int]  # parent node index of each node, -1 = root
+    pieces: list[str]  # decoded text of each proposed token
+    status: list[str]  # per node: accepted / rejected / unreached
+    draft_probs: list[Optional[float]]  # draft probability of each node's token, None when the proposer has none
+    target_probs: list[float]  # target probability of each node's token, at its parent
+    accepted_path: list[int]  # node indices of the accepted path, root to leaf
+    bonus_token: Optional[int]  # the one token the target adds; None when the run stopped before it
+    bonus_piece: str
+    bonus_prob: Optional[float]  # target probability of the bonus token
+    bonus_source: str  # "target" (argmax or a sample of p) or "residual" (sampled from max(0, p - q))
+    emitted: list[int]  # tokens committed this round, in order
+    text: str  # the text these tokens add to the output
+    draft_time_s: float
+    verify_time_s: float
+    elapsed_s: float  # wall time since the run started (prefill included)
+    tokens_so_far: int  # generated tokens after this round
+    finished: bool
+    stop_reason: Optional[str]  # "eos", "max_new_tokens" or None
+    note: Optional[str] = None  # e.g. why this round fell back to plain decoding
+
+    @property
+    def n_proposed(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self.accepted_path)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Round":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+
+def rounds_to_json(rounds: Iterable[Round]) -> str:
+    return json.dumps([r.to_dict() for r in rounds])
+
+
+def depth_of(parents: list[int], node: int) -> int:
+    """Depth of a node in a proposed tree: children of the root have depth 1."""
+    depth = 0
+    while node != -1:
+        node = parents[node]
+        depth += 1
+    return depth
+
+
+def summarize(rounds: list[Round], baseline_tokens_per_s: Optional[float] = None) -> dict[str, Any]:
+    """The statistics of a run, derived in this one place.
+
+    acceptance_rate: accepted proposed tokens / proposed tokens (over all rounds).
+    mean_accepted_tokens (tau): committed tokens per target forward, bonus included.
+    acceptance_by_position[d-1]: among rounds that proposed a token at depth d, the share that
+    accepted one at depth d.
+    """
+    proposed = sum(r.n_proposed for r in rounds)
+    accepted = sum(r.n_accepted for r in rounds)
+    n_tokens = rounds[-1].tokens_so_far if rounds else 0
+    elapsed = rounds[-1].elapsed_s if rounds else 0.0
+    tried_at, kept_at = {}, {}
+    for r in rounds:
+        for depth in {depth_of(r.parents, i) for i in range(r.n_proposed)}:
+            tried_at[depth] = tried_at.get(depth, 0) + 1
+        for depth in range(1, r.n_accepted + 1):
+            kept_at[depth] = kept_at.get(depth, 0) + 1
+    tokens_per_s = n_tokens / elapsed if elapsed > 0 else 0.0
+    return {
+        "rounds": len(rounds),
+        "new_tokens": n_tokens,
+        "proposed_tokens": proposed,
+        "accepted_tokens": accepted,
+        "acceptance_rate": accepted / proposed if proposed else 0.0,
+        "mean_accepted_tokens": n_tokens / len(rounds) if rounds else 0.0,
+        "acceptance_by_position": [kept_at.get(d, 0) / tried_at[d] for d in sorted(tried_at)],
+        "draft_time_s": sum(r.draft_time_s for r in rounds),
+        "verify_time_s": sum(r.verify_time_s for r in rounds),
+        "elapsed_s": elapsed,
+        "tokens_per_s": tokens_per_s,
+        "speedup": tokens_per_s / baseline_tokens_per_s if baseline_tokens_per_s else None,
+        "fallback_rounds": sum(r.mode == FALLBACK for r in rounds),
+        "stop_reason": rounds[-1].stop_reason if rounds else None,
+    }

@@ -1,0 +1,58 @@
+"""Draft-model speculation: a small causal LM with the target's tokenizer guesses k tokens, one at a time."""
+from __future__ import annotations
+
+import torch
+
+from ..config import SamplingConfig
+from ..models import Target, check_same_tokenizer
+from ..sampling import sample, target_distribution
+from ..tree import Tree
+from ..verify import truncate
+from .base import Proposer
+
+
+class DraftProposer(Proposer):
+    """Owns the draft model's KV cache for one run; rejected guesses are cropped away next round."""
+
+    name = "draft"
+
+    def __init__(self, target: Target, draft: Target, sampling: SamplingConfig):
+        from transformers import DynamicCache
+
+        check_same_tokenizer(target, draft)
+        self.model, self.sampling, self.vocab = draft.model, sampling, target.vocab_size
+        self.generator = torch.Generator().manual_seed(sampling.seed + 1)
+        self.cache = DynamicCache(config=draft.model.config)
+        self.seen: list[int] = []  # tokens whose KV the draft cache holds
+
+    def propose(self, ids: list[int], k: int) -> Tree:
+        # Step 1: keep the cache's agreement with the committed tokens, feed the rest.
+        common = 0
+        limit = min(len(self.seen), len(ids) - 1)
+        while common < limit and self.seen[common] == ids[common]:
+            common += 1
+        truncate(self.cache, common)
+        self.seen = ids[:common]
+        feed = ids[common:]
+        tokens, probs, dists = [], [], []
+        # Step 2: k draft steps, each one forward of the draft.
+        for _ in range(k):
+            logits = self._forward(feed)  # (V,)
+            q = target_distribution(logits, self.sampling)  # same processing as the target's
+            token = int(torch.argmax(q)) if self.sampling.greedy else sample(q, self.generator)
+            tokens.append(token)
+            probs.append(float(q[token]))
+            dists.append(q)
+            feed = [token]
+        dists_t = None if self.sampling.greedy else torch.stack(dists)  # (k, V)
+        return Tree.chain(tokens, probs, dists_t)
+
+    def _forward(self, feed: list[int]) -> torch.Tensor:
+        device = next(self.model.parameters()).device
+        out = self.model(input_ids=torch.tensor([feed], device=device), cache=self.cache,
+                         use_cache=True, logits_to_keep=1)
+        self.seen.extend(feed)
+        logits = out.logits[0, -1].float()  # (V_draft,)
+        if logits.shape[0] < self.vocab:
+            logits = torch.cat([logits, logits.new_full((self.vocab - logits.shape[0],), float("-inf"))])
+        return logits[: self.vocab]

@@ -1,0 +1,45 @@
+"""Prompt lookup decoding: guess that the text repeats what followed the last n tokens before."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tree import Tree
+from .base import Proposer
+
+
+@dataclass(frozen=True)
+class NgramOptions:
+    max_ngram: int = 3  # try matching the last max_ngram tokens first ...
+    min_ngram: int = 1  # ... down to this many
+
+    def validate(self) -> None:
+        if not 1 <= self.min_ngram <= self.max_ngram <= 16:
+            raise ValueError(f"n-gram sizes must satisfy 1 <= min_ngram <= max_ngram <= 16, "
+                             f"got {self.min_ngram} and {self.max_ngram}")
+
+
+class NgramProposer(Proposer):
+    """No model and no draft distribution: the guess is deterministic (a point mass)."""
+
+    name = "ngram"
+
+    def __init__(self, options: NgramOptions = NgramOptions()):
+        options.validate()
+        self.options = options
+
+    def propose(self, ids: list[int], k: int) -> Tree:
+        return Tree.chain(lookup(np.asarray(ids), k, self.options.max_ngram, self.options.min_ngram))
+
+
+def lookup(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """The up-to-k tokens after the most recent earlier occurrence of the longest matching suffix."""
+    for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
+        suffix = ids[-n:]
+        windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)  # (len-n, n): every earlier n-gram
+        hits = np.flatnonzero((windows == suffix).all(axis=1))
+        if len(hits):
+            start = int(hits[-1]) + n
+            return [int(t) for t in ids[start:start + k]]
+    return []

@@ -1,0 +1,78 @@
+"""A proposal: a token tree as plain data. A chain is a tree with one path."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+ROOT = -1  # parent index of the first proposed tokens: the last committed token
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Proposed tokens with their parents (each parent before its child).
+
+    draft_probs: each token's draft probability, for display (None where the method has none).
+    draft_dists: (n, V) the distribution each token was *sampled* from, or None when the tokens
+    were chosen deterministically (argmax, top-k, n-gram lookup); the verifier then treats each
+    guess as a point mass, which keeps sampling lossless.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    draft_probs: list[Optional[float]] = field(default_factory=list)
+    draft_dists: Optional[torch.Tensor] = None
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        if len(self.parents) != n:
+            raise ValueError(f"a tree needs one parent per token ({n} tokens, {len(self.parents)} parents)")
+        if any(not ROOT <= p < i for i, p in enumerate(self.parents)):
+            raise ValueError(f"each parent must come before its child: {self.parents}")
+        if not self.draft_probs:
+            object.__setattr__(self, "draft_probs", [None] * n)
+
+    @classmethod
+    def chain(cls, tokens: list[int], draft_probs: Optional[list[Optional[float]]] = None,
+              draft_dists: Optional[torch.Tensor] = None) -> "Tree":
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)), list(draft_probs or []), draft_dists)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def is_chain(self) -> bool:
+        return self.parents == list(range(-1, len(self.tokens) - 1))
+
+    def depths(self) -> list[int]:
+        """Depth of every node; children of the root have depth 1."""
+        depths: list[int] = []
+        for p in self.parents:
+            depths.append(1 if p == ROOT else depths[p] + 1)
+        return depths
+
+    def children(self) -> dict[int, list[int]]:
+        kids: dict[int, list[int]] = {ROOT: []}
+        for i, p in enumerate(self.parents):
+            kids.setdefault(p, []).append(i)
+            kids.setdefault(i, [])
+        return kids
+
+    def ancestry(self) -> torch.Tensor:
+        """(n+1, n+1) bool: row r may see column c. Index 0 is the root, node i is at 1 + i."""
+        n = len(self.tokens)
+        seen = torch.eye(n + 1, dtype=torch.bool)
+        seen[:, 0] = True
+        for i, p in enumerate(self.parents):
+            seen[i + 1] |= seen[p + 1]
+        return seen
+
+    def attention_mask(self, past_len: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """Additive 4D mask (1, 1, n+1, past_len+n+1): the past is visible to all, each node sees its ancestors."""
+        n = len(self.tokens)
+        visible = torch.ones(n + 1, past_len + n + 1, dtype=torch.bool)
+        visible[:, past_len:] = self.ancestry()
+        mask = torch.zeros(visible.shape, dtype=dtype)
+        mask.masked_fill_(~visible, torch.finfo(dtype).min)
+        return mask[None, None].to(device)
