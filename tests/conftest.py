@@ -60,7 +60,7 @@ def target() -> Target:
 
 
 @functools.lru_cache(maxsize=None)
-def noisy_copy(seed: int = 0, noise: float = 0.15) -> Target:
+def noisy_copy(seed: int = 0, noise: float = 0.05) -> Target:
     """A draft that agrees with tiny_target(seed) often but not always: its weights plus noise."""
     model = copy.deepcopy(tiny_target(seed).model)
     generator = torch.Generator().manual_seed(seed + 100)
