@@ -1,0 +1,1 @@
+"""How specviz makes its own draft weights for the embedded target: self-distillation on CPU."""

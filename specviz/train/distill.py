@@ -1,0 +1,81 @@
+"""python -m specviz.train.distill: the target answers training prompts greedily; token ids are saved.
+
+Resumable (prompts already answered are skipped), batched with left padding, progress bar.
+Greedy answers are what the speculative methods must predict at temperature 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .prompts import all_prompts
+
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "assets" / "train_data" / "smollm2_greedy.jsonl"
+
+
+def done_ids(path: Path) -> set[str]:
+    if not path.is_file():
+        return set()
+    return {json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+
+
+def answer_batch(target, batch: list[dict], max_new_tokens: int) -> list[dict]:
+    tok, model = target.tokenizer, target.model
+    encoded = [target.encode_prompt(row["prompt"]) for row in batch]
+    width = max(len(ids) for ids in encoded)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded])  # (B, width), left-padded
+    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded])
+    with torch.inference_mode():
+        out = model.generate(input_ids, attention_mask=attention, do_sample=False, max_new_tokens=max_new_tokens,
+                             eos_token_id=sorted(target.eos_ids), pad_token_id=pad)
+    rows = []
+    for row, ids, generated in zip(batch, encoded, out[:, width:].tolist()):
+        answer = []
+        for token in generated:
+            answer.append(token)
+            if token in target.eos_ids:
+                break
+        rows.append({"id": row["id"], "source": row["source"], "prompt_ids": ids, "answer_ids": answer})
+    return rows
+
+
+def main(argv=None) -> int:
+    from tqdm import tqdm
+
+    from ..models import load_target
+
+    parser = argparse.ArgumentParser(prog="python -m specviz.train.distill", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--limit", type=int, default=None, help="answer at most this many prompts in all")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--max-new-tokens", type=int, default=192)
+    parser.add_argument("--max-prompt-tokens", type=int, default=448)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target = load_target()
+    prompts = all_prompts()[: args.limit]
+    done = done_ids(args.out)
+    todo = [p for p in prompts if p["id"] not in done]
+    todo = [p for p in todo if len(target.encode_prompt(p["prompt"])) <= args.max_prompt_tokens]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "a", encoding="utf-8") as sink, tqdm(total=len(todo), desc="distill", unit="prompt",
+                                                             file=sys.stderr) as bar:
+        for start in range(0, len(todo), args.batch * 8):
+            chunk = sorted(todo[start:start + args.batch * 8], key=lambda p: len(p["prompt"]))  # less padding
+            for i in range(0, len(chunk), args.batch):
+                for row in answer_batch(target, chunk[i:i + args.batch], args.max_new_tokens):
+                    sink.write(json.dumps(row) + "\n")
+                sink.flush()
+                bar.update(len(chunk[i:i + args.batch]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
