@@ -9,8 +9,9 @@ import argparse
 import json
 import platform
 import sys
+import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -33,31 +34,65 @@ def read_prompts(path: Path, limit: Optional[int] = None) -> list[dict[str, str]
     return prompts[:limit] if limit else prompts
 
 
-def run_bench(target, prompts: list[dict[str, str]], methods: list[str], run: RunConfig,
-              sampling: SamplingConfig, options: dict[str, dict[str, Any]], progress=None) -> dict[str, Any]:
-    """Run every method on every prompt; returns per-method totals and per-prompt results."""
-    methods = ["baseline"] + [m for m in methods if m != "baseline"]
-    warm = RunConfig(max_new_tokens=min(8, run.max_new_tokens), k=run.k)
-    for method in methods:  # warm-up: first-call costs (allocations, kernels) hit nobody's numbers
-        list(generate(target, method, prompts[0]["prompt"], warm, sampling, **options.get(method, {})))
-    per_prompt: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+Runner = Callable[[str], dict[str, Any]]  # prompt text -> {text, new_tokens, rounds, elapsed_s, proposed/accepted}
+
+
+def engine_runner(target, method: str, run: RunConfig, sampling: SamplingConfig, options: dict[str, Any]) -> Runner:
+    def go(prompt: str) -> dict[str, Any]:
+        stats_keys = ("new_tokens", "rounds", "elapsed_s", "proposed_tokens", "accepted_tokens")
+        rounds = list(generate(target, method, prompt, run, sampling, **options))
+        stats = summarize(rounds)
+        return {"text": "".join(r.text for r in rounds), **{key: stats[key] for key in stats_keys}}
+    return go
+
+
+def hf_runner(target, run: RunConfig, sampling: SamplingConfig, **generate_kwargs: Any) -> Runner:
+    """transformers' own generate() on the same model, prompt and token budget (no per-round data)."""
+    sample_kwargs = ({"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p}
+                     if not sampling.greedy else {"do_sample": False})
+
+    def go(prompt: str) -> dict[str, Any]:
+        ids = torch.tensor([target.encode_prompt(prompt)], device=target.device)
+        start = time.perf_counter()
+        out = target.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=run.max_new_tokens,
+                                    eos_token_id=sorted(target.eos_ids), pad_token_id=min(target.eos_ids),
+                                    **sample_kwargs, **generate_kwargs)
+        if target.device.type == "cuda":
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        new = out[0, ids.shape[1]:].tolist()
+        for i, token in enumerate(new):  # up to and with the first end-of-sequence token
+            if token in target.eos_ids:
+                new = new[: i + 1]
+                break
+        return {"text": target.decode(new), "new_tokens": len(new), "rounds": None, "elapsed_s": elapsed,
+                "proposed_tokens": 0, "accepted_tokens": 0}
+    return go
+
+
+def run_bench(prompts: list[dict[str, str]], runners: dict[str, Runner], greedy: bool,
+              progress=None) -> dict[str, Any]:
+    """Run every runner on every prompt, interleaved prompt by prompt after a warm-up.
+
+    `runners` must include "baseline": speedups are against it.
+    """
+    for go in runners.values():  # warm-up: first-call costs (allocations, kernels) hit nobody's numbers
+        go(prompts[0]["prompt"])
+    per_prompt: dict[str, list[dict[str, Any]]] = {name: [] for name in runners}
     for row in prompts:
-        for method in methods:
-            rounds = list(generate(target, method, row["prompt"], run, sampling, **options.get(method, {})))
-            stats = summarize(rounds)
-            per_prompt[method].append({"category": row["category"], "text": "".join(r.text for r in rounds),
-                                       **{key: stats[key] for key in ("new_tokens", "rounds", "elapsed_s",
-                                                                      "proposed_tokens", "accepted_tokens")}})
+        for name, go in runners.items():
+            per_prompt[name].append({"category": row["category"], **go(row["prompt"])})
             if progress:
                 progress.update(1)
-    return aggregate(per_prompt, sampling.greedy)
+    return aggregate(per_prompt, greedy)
 
 
-def _totals(results: list[dict[str, Any]]) -> dict[str, float]:
+def _totals(results: list[dict[str, Any]]) -> dict[str, Optional[float]]:
     tokens = sum(r["new_tokens"] for r in results)
     seconds = sum(r["elapsed_s"] for r in results)
+    rounds = [r["rounds"] for r in results]
     return {"tokens_per_s": tokens / seconds if seconds else 0.0,
-            "mean_accepted_tokens": tokens / max(sum(r["rounds"] for r in results), 1)}
+            "mean_accepted_tokens": None if None in rounds else tokens / max(sum(rounds), 1)}
 
 
 def aggregate(per_prompt: dict[str, list[dict[str, Any]]], greedy: bool) -> dict[str, Any]:
@@ -75,7 +110,7 @@ def aggregate(per_prompt: dict[str, list[dict[str, Any]]], greedy: bool) -> dict
         out[method] = {
             **totals,
             "speedup": totals["tokens_per_s"] / _totals(base)["tokens_per_s"],
-            "acceptance_rate": sum(r["accepted_tokens"] for r in results) / proposed if proposed else 0.0,
+            "acceptance_rate": sum(r["accepted_tokens"] for r in results) / proposed if proposed else None,
             "identical_to_baseline": all(r["text"] == b["text"] for r, b in zip(results, base)) if greedy else None,
             "by_category": by_category,
             "prompts": results,
@@ -83,14 +118,25 @@ def aggregate(per_prompt: dict[str, list[dict[str, Any]]], greedy: bool) -> dict
     return out
 
 
+def _num(value: Optional[float], spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def format_table(methods: dict[str, Any]) -> str:
-    header = f"{'method':<18}{'tok/s':>8}{'speedup':>9}{'tau':>7}{'accept':>8}  identical  by category (speedup / tau)"
+    """A plain-text table: one row per method, then speedup / tau per category."""
+    header = f"{'method':<18}{'tok/s':>8}{'speedup':>9}{'tau':>7}{'accept':>8}  identical"
     lines = [header, "-" * len(header)]
     for name, row in methods.items():
         same = {True: "yes", False: "NO", None: "n/a"}[row["identical_to_baseline"]]
-        cats = "  ".join(f"{c} {v['speedup']:.2f}x/{v['mean_accepted_tokens']:.2f}" for c, v in row["by_category"].items())
-        lines.append(f"{name:<18}{row['tokens_per_s']:>8.1f}{row['speedup']:>8.2f}x{row['mean_accepted_tokens']:>7.2f}"
-                     f"{row['acceptance_rate']:>8.2f}  {same:<9}  {cats}")
+        lines.append(f"{name:<18}{row['tokens_per_s']:>8.1f}{row['speedup']:>8.2f}x"
+                     f"{_num(row['mean_accepted_tokens'], '.2f'):>7}{_num(row['acceptance_rate'], '.2f'):>8}  {same}")
+    categories = sorted({c for row in methods.values() for c in row["by_category"]})
+    lines += ["", "speedup / tau by category", f"{'method':<18}" + "".join(f"{c[:15]:>17}" for c in categories)]
+    for name, row in methods.items():
+        cells = [row["by_category"].get(c) for c in categories]
+        lines.append(f"{name:<18}" + "".join(
+            f"{_num(v['speedup'], '.2f') + 'x / ' + _num(v['mean_accepted_tokens'], '.2f'):>17}" if v else f"{'':>17}"
+            for v in cells))
     return "\n".join(lines)
 
 
@@ -108,6 +154,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--model", default=None, help="target: a local folder or hub id (default: the embedded model)")
     parser.add_argument("--draft", default=None, help="draft model for method 'draft': a local folder or hub id")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--compare-hf", action="store_true",
+                        help="add transformers generate() rows: hf_greedy, hf_prompt_lookup, hf_assisted (with the draft)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return parser.parse_args(argv)
 
@@ -129,9 +177,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     target = load_target(args.model)
     options = {"draft": {"draft": load_target(args.draft)}} if args.draft else {}
-    total = len(prompts) * len(set(methods) | {"baseline"})
-    with tqdm(total=total, desc="bench", unit="run", file=sys.stderr) as progress:
-        results = run_bench(target, prompts, methods, run, sampling, options, progress)
+    runners = {name: engine_runner(target, name, run, sampling, options.get(name, {}))
+               for name in ["baseline"] + [m for m in methods if m != "baseline"]}
+    if args.compare_hf:
+        runners.update(hf_runners(target, run, sampling, options.get("draft", {})))
+    with tqdm(total=len(prompts) * len(runners), desc="bench", unit="run", file=sys.stderr) as progress:
+        results = run_bench(prompts, runners, sampling.greedy, progress)
     print(format_table(results))
     if args.out:
         report = {"model": target.name, "device": describe_device(target.device),
@@ -139,6 +190,22 @@ def main(argv: Optional[list[str]] = None) -> int:
                   "threads": torch.get_num_threads(), "prompts": str(args.prompts), "methods": results}
         args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
+
+
+def hf_runners(target, run: RunConfig, sampling: SamplingConfig, draft_options: dict[str, Any]) -> dict[str, Runner]:
+    """transformers' greedy, prompt lookup (same k, same longest n-gram) and, where a draft exists, assisted."""
+    from .methods import make_proposer
+
+    runners = {"hf_greedy": hf_runner(target, run, sampling),
+               "hf_prompt_lookup": hf_runner(target, run, sampling, prompt_lookup_num_tokens=run.k,
+                                             max_matching_ngram_size=3)}
+    try:
+        draft_model = make_proposer("draft", target, sampling, **draft_options).model
+    except ValueError as err:
+        print(f"hf_assisted skipped: {err}", file=sys.stderr)
+    else:
+        runners["hf_assisted"] = hf_runner(target, run, sampling, assistant_model=draft_model)
+    return runners
 
 
 def describe_device(device: torch.device) -> str:

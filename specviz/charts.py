@@ -72,15 +72,19 @@ def speed_figure(runs: Runs, baseline: Optional[list[Round]] = None) -> go.Figur
     if baseline and "baseline" not in series:
         series["baseline"] = baseline
     base_tps = summarize(series["baseline"])["tokens_per_s"] if series.get("baseline") else None
+    top = 0.0
     for n, (label, rounds) in enumerate(series.items()):
         color = color_of(label, n)
         fig.add_trace(go.Scatter(x=[0.0] + [r.elapsed_s for r in rounds], y=[0] + [r.tokens_so_far for r in rounds],
                                  mode="lines", name=label, line=dict(color=color), legendgroup=label),
                       row=1, col=1)
         tps = summarize(rounds)["tokens_per_s"] if rounds else 0.0
+        top = max(top, tps)
         speedup = f"{tps / base_tps:.2f}×" if base_tps and label != "baseline" else ""
-        fig.add_trace(go.Bar(x=[label], y=[tps], marker_color=color, text=[f"{tps:.1f} {speedup}".strip()],
-                             textposition="auto", showlegend=False, legendgroup=label), row=1, col=2)
+        fig.add_trace(go.Bar(x=[label], y=[tps], marker_color=color, text=[f"{tps:.1f}/s {speedup}".strip()],
+                             textposition="outside", textangle=0, cliponaxis=False, showlegend=False,
+                             legendgroup=label), row=1, col=2)
+    fig.update_yaxes(range=[0, top * 1.3 or 1], row=1, col=2)  # room for the labels above the bars
     fig.update_xaxes(title_text="seconds", row=1, col=1)
     fig.update_yaxes(title_text="tokens", row=1, col=1)
     return _style(fig, "Speed" + ("" if base_tps else " (speedup appears once the baseline has run)"))

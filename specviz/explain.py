@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from specviz.config import MAX_K
-from specviz.events import SPECULATE, Round
+from specviz.events import SPECULATE, Round, depth_of
 
 METHOD_TEXT = {
     "baseline": (
@@ -81,9 +81,10 @@ def measured_inputs(rounds: list[Round]) -> Optional[dict[str, float]]:
     proposed = sum(r.n_proposed for r in spec)
     verify = sum(r.verify_time_s for r in spec) / len(spec)
     draft_per_token = sum(r.draft_time_s for r in spec) / proposed
+    depths = [max(depth_of(r.parents, i) for i in range(r.n_proposed)) for r in spec]
     return {
         "a": accepted / checked if checked else 0.0,
-        "k": sum(r.k for r in spec) / len(spec),
+        "k": sum(depths) / len(spec),  # guesses actually made per path: a method may guess fewer than its budget
         "c": draft_per_token / verify if verify > 0 else 0.0,
     }
 
@@ -104,15 +105,28 @@ def formula_markdown(rounds: list[Round], measured_speedup: Optional[float]) -> 
         "**Expected speedup** (Leviathan et al., 2023)",
         "",
         f"- per-token acceptance **a = {a:.2f}** (kept guesses / checked guesses), "
-        f"**k = {k:.3g}** guesses per round, guess cost **c = {c:.3f}** target forwards",
+        f"**k = {k:.3g}** guesses per round (the mean length of a guessed path), "
+        f"guess cost **c = {c:.3f}** target forwards",
         f"- E[tokens per round] = (1 − a^(k+1)) / (1 − a) = (1 − {a:.2f}^{k + 1:.3g}) / (1 − {a:.2f}) "
         f"= **{e:.2f}**",
         f"- expected speedup = E / (k·c + 1) = {e:.2f} / ({k:.3g}·{c:.3f} + 1) = **{predicted:.2f}×**",
         f"- measured speedup against the baseline: {measured}",
-        f"- best k for this a and c: **{best_k(a, c)}**. Rule of thumb: one more guess pays only while "
-        "the chance of reaching and keeping it, a^k, outweighs its cost c, so keep k small (3 to 5) "
-        "unless acceptance is high or guessing is nearly free.",
+        f"- best k for this a and c: **{best_k(a, c)}**. Rule of thumb: one more guess pays only while the "
+        "chance of reaching and keeping it, a^(k+1), exceeds its cost c times the speedup already reached; "
+        "so keep k small (3 to 5) unless acceptance is high or guessing is nearly free. (With c near 0 the "
+        "formula always asks for a larger k, because it counts checking as free; the timeline shows that "
+        "it is not.)",
         "",
         "*The formula assumes checking k+1 tokens costs one plain step; on a CPU it costs about two, "
         "which is why the measured speedup falls short of it.*",
     ])
+
+
+def calculator_markdown(a: float, k: int, c: float) -> str:
+    """The formula for any a, k, c (the classroom calculator)."""
+    a, k, c = float(a), int(k), float(c)
+    e = expected_tokens(a, k)
+    return (f"E[tokens per round] = (1 − {a:.2f}^{k + 1}) / (1 − {a:.2f}) = **{e:.2f}**  \n"
+            f"expected speedup = {e:.2f} / ({k}·{c:.2f} + 1) = **{expected_speedup(a, k, c):.2f}×**  \n"
+            f"best k for a = {a:.2f}, c = {c:.2f}: **{best_k(a, c)}** "
+            f"(speedup {expected_speedup(a, best_k(a, c), c):.2f}×)")

@@ -7,10 +7,12 @@ No torch here.
 from __future__ import annotations
 
 import html
+import re
 from typing import Optional
 
-from specviz.events import ACCEPTED, REJECTED, SPECULATE, UNREACHED, Round, depth_of
+from specviz.events import ACCEPTED, FALLBACK, REJECTED, UNREACHED, Round, depth_of
 
+SPECIAL = re.compile(r"<\|[^|<>]*\|>|</?s>")  # special tokens such as <|im_end|>
 COLORS = {  # role -> (background, text)
     ACCEPTED: ("#bbf7d0", "#14532d"),
     REJECTED: ("#fecaca", "#991b1b"),
@@ -32,13 +34,15 @@ def fmt_prob(value: Optional[float]) -> str:
 
 
 def keep_chance(draft_prob: Optional[float], target_prob: float) -> float:
-    """min(1, target / draft): the chance a sampled guess is kept; a guess with no draft probability counts as certain."""
+    """min(1, target / draft): the chance a sampled guess is kept (no draft probability: a certain guess)."""
     draft = 1.0 if draft_prob is None else draft_prob
     return min(1.0, target_prob / draft) if draft > 0 else 1.0
 
 
 def _visible(piece: str, line_breaks: bool) -> str:
     text = html.escape(piece)
+    if SPECIAL.fullmatch(piece):  # <|im_end|> and friends: shown, but small
+        return f'<span style="font-size:0.7em">{text}</span>'
     return text.replace("\n", "↵<br>" if line_breaks else "↵") if text else "∅"
 
 
@@ -74,7 +78,7 @@ def shown_rejections(r: Round) -> list[int]:
     return [i for i in range(r.n_proposed) if r.parents[i] == end and r.status[i] == REJECTED]
 
 
-def round_html(r: Round) -> str:
+def round_html(r: Round, highlight: bool = False) -> str:
     """One round: kept guesses, rejected guesses struck through where they stood, the bonus token."""
     kept = r.accepted_path[: len(r.emitted)]
     spans = [token_span(r.pieces[i], ACCEPTED, _node_title(r, i)) for i in kept]
@@ -84,23 +88,28 @@ def round_html(r: Round) -> str:
         role = "bonus" if r.n_proposed else "plain"
         spans.append(token_span(r.bonus_piece, role, f"{r.bonus_piece!r} — bonus token from the {r.bonus_source}\n"
                                                      f"target p = {fmt_prob(r.bonus_prob)}"))
+    mark = ";outline:2px solid #f59e0b;background:#fef3c7" if highlight else ""
     badge = (f'<sup style="font-size:0.62em;color:#6b7280;margin-right:1px">{r.n_accepted}/{r.n_proposed}</sup>'
              if r.n_proposed else "")
     return (f'<span class="sv-round" title="{html.escape(round_summary(r), quote=True)}" '
-            f'style="border-left:2px solid #9ca3af;padding-left:1px;margin-left:2px">{badge}{"".join(spans)}</span>')
+            f'style="border-left:2px solid #9ca3af;padding-left:1px;margin-left:2px{mark}">'
+            f'{badge}{"".join(spans)}</span>')
 
 
-def stream_html(rounds: list[Round], empty: str = "The text appears here, round by round.") -> str:
+def stream_html(rounds: list[Round], empty: str = "The text appears here, round by round.",
+                highlight: Optional[int] = None) -> str:
+    """The run's text so far, one coloured group per round; `highlight` marks one round (0-based)."""
     if not rounds:
         return f'<div class="sv-stream" style="color:#6b7280;padding:8px">{html.escape(empty)}</div>'
-    body = "".join(round_html(r) for r in rounds)
+    body = "".join(round_html(r, n == highlight) for n, r in enumerate(rounds))
     return (f'<div class="sv-stream" style="font-family:ui-monospace,Menlo,Consolas,monospace;font-size:15px;'
             f'line-height:2.1;white-space:pre-wrap;padding:8px;max-height:460px;overflow-y:auto">{body}</div>')
 
 
 def legend_html() -> str:
-    items = "".join(f'{token_span(LABELS[role].split(" ")[0], role, LABELS[role])} {html.escape(LABELS[role])}'
-                    f'&nbsp;&nbsp; ' for role in (ACCEPTED, REJECTED, UNREACHED, "bonus"))
+    samples = {ACCEPTED: " kept", REJECTED: " wrong", UNREACHED: " later", "bonus": " bonus"}
+    items = "".join(f'{token_span(samples[role], role, LABELS[role])} {html.escape(LABELS[role])}&nbsp;&nbsp; '
+                    for role in samples)
     return (f'<div class="sv-legend" style="font-size:13px;line-height:2">{items}'
             f'<span style="color:#6b7280">│ starts a round; <sup>3/5</sup> = kept / guessed. '
             f"Hover a token for its draft and target probability.</span></div>")
@@ -129,12 +138,12 @@ TOKEN_HEADERS = ["node", "depth", "token", "status", "draft p", "target p", "min
 
 def token_rows(r: Round) -> list[list]:
     """One row per guessed token of a round, then the bonus token."""
-    rows = [[i, depth_of(r.parents, i), r.pieces[i], r.status[i], fmt_prob(r.draft_probs[i]),
+    rows = [[i, depth_of(r.parents, i), r.pieces[i].replace("\n", "↵"), r.status[i], fmt_prob(r.draft_probs[i]),
              fmt_prob(r.target_probs[i]), f"{keep_chance(r.draft_probs[i], r.target_probs[i]):.3f}"]
             for i in range(r.n_proposed)]
     if r.bonus_token is not None:
-        rows.append(["bonus", len(r.accepted_path) + 1, r.bonus_piece, f"bonus ({r.bonus_source})", "—",
-                     fmt_prob(r.bonus_prob), "—"])
+        rows.append(["bonus", len(r.accepted_path) + 1, r.bonus_piece.replace("\n", "↵"),
+                     f"bonus ({r.bonus_source})", "—", fmt_prob(r.bonus_prob), "—"])
     return rows
 
 
@@ -166,9 +175,8 @@ def tree_svg(r: Round, max_nodes: int = 120) -> str:
         return '<div style="color:#6b7280;padding:8px">This round guessed nothing: no tree to draw.</div>'
     place = _layout(r)
     end = r.accepted_path[-1] if r.accepted_path else -1
-    if r.bonus_token is not None:
-        col, row = place[end]
-        place["bonus"] = (col + 1, row)
+    if r.bonus_token is not None:  # on a row of its own, beside the guess it replaced
+        place["bonus"] = (place[end][0] + 1, max(row for _, row in place.values()) + 1)
     col_w, row_h, box_w, box_h = 118, 30, 104, 22
     width = (max(c for c, _ in place.values()) + 1) * col_w + 10
     height = (max(rw for _, rw in place.values()) + 1) * row_h + 10
@@ -218,8 +226,10 @@ def narrate(r: Round, greedy: bool) -> str:
     """A plain-language account of one round, for the classroom step mode."""
     lines = [f"### Round {r.index + 1}"]
     if r.n_proposed == 0:
-        why = f" ({r.note})" if r.note else ""
-        lines.append(f"Nothing was guessed this round{why}: the target ran one plain step and produced "
+        why = (f"the engine fell back to plain decoding ({r.note or 'acceptance was low'})" if r.mode == FALLBACK
+               else f"{r.method} had nothing to guess here" if r.method != "baseline"
+               else "the baseline never guesses")
+        lines.append(f"Nothing was guessed this round: {why}. The target ran one plain step and produced "
                      f"{_q(r.bonus_piece)} (target p = {fmt_prob(r.bonus_prob)}).")
         return "\n\n".join(lines + _stop_line(r))
     guesses = ", ".join(_q(r.pieces[i]) for i in range(r.n_proposed))
@@ -244,8 +254,11 @@ def narrate(r: Round, greedy: bool) -> str:
 def _why_rejected(r: Round, i: int, greedy: bool) -> str:
     draft, target = r.draft_probs[i], r.target_probs[i]
     if greedy:
+        end = r.accepted_path[-1] if r.accepted_path else -1
+        preferred = (f"; its top choice there was {_q(r.bonus_piece)}"
+                     if r.parents[i] == end and r.bonus_token is not None else "")
         return (f"{_q(r.pieces[i])} was **rejected**: at temperature 0 a guess is kept only if it is the "
-                f"target's top choice, and the target gave it p = {fmt_prob(target)}.")
+                f"target's top choice, and the target gave it p = {fmt_prob(target)}{preferred}.")
     draft_text = fmt_prob(draft) if draft is not None else "1 (no draft probability: a certain guess)"
     return (f"{_q(r.pieces[i])} was **rejected**: the target gave it p = {fmt_prob(target)}, the draft "
             f"{draft_text}; a guess is kept with chance min(1, target / draft) = "
@@ -291,12 +304,12 @@ def lossless_markdown(spec: list[Round], base: list[Round], greedy: bool) -> str
     n = min(len(a), len(b))
     first = next((i for i in range(n) if a[i] != b[i]), None)
     if first is None and len(a) == len(b):
-        return f"✅ **Identical to the baseline**: all {len(a)} tokens match, as speculative decoding promises."
+        return f"✓ **Identical to the baseline**: all {len(a)} tokens match, as speculative decoding promises."
     if first is None:
-        return (f"⚠️ Same first {n} tokens; one run stopped earlier ({len(a)} against {len(b)} tokens).")
+        return (f"✗ Same first {n} tokens; one run stopped earlier ({len(a)} against {len(b)} tokens).")
     pa, pb = [p for r in spec for p in emitted_pieces(r)], [p for r in base for p in emitted_pieces(r)]
     context = "".join(pa[max(0, first - 12):first])
-    return (f"⚠️ **First difference at token {first + 1}**: after …{_q(context)} the speculative run wrote "
+    return (f"✗ **First difference at token {first + 1}**: after …{_q(context)} the speculative run wrote "
             f"{_q(''.join(pa[first:first + 4]))} and the baseline {_q(''.join(pb[first:first + 4]))}. "
             "A near-tie between two tokens can flip when the target scores several tokens at once "
             "(different float rounding); a difference at a clear winner would be a bug.")

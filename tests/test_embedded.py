@@ -51,7 +51,7 @@ def test_bench_cli_writes_the_contract(tmp_path, embedded):
                        json.dumps({"question_id": 1, "category": "mt", "turns": [PROMPTS[2], "more"]}) + "\n")
     out = tmp_path / "r.json"
     assert bench_main(["--prompts", str(prompts), "--methods", "ngram", "--max-new-tokens", "12",
-                       "--out", str(out)]) == 0
+                       "--compare-hf", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["max_new_tokens"] == 12 and report["temperature"] == 0.0
     for name in ("baseline", "ngram"):
@@ -60,3 +60,6 @@ def test_bench_cli_writes_the_contract(tmp_path, embedded):
         assert set(row["by_category"]) == {"repeat", "mt"}
         assert row["tokens_per_s"] > 0 and row["mean_accepted_tokens"] >= 1
     assert report["methods"]["baseline"]["speedup"] == 1.0
+    hf = report["methods"]["hf_greedy"]  # transformers' own greedy must agree with our baseline
+    assert hf["identical_to_baseline"] is True and hf["mean_accepted_tokens"] is None
+    assert report["methods"]["hf_prompt_lookup"]["identical_to_baseline"] is True

@@ -1,0 +1,464 @@
+"""The Gradio app driven with canned records: layout, validation, every handler, render, charts, formula.
+
+No model here: a fake backend yields Round records built below, so these run in seconds.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import replace
+from typing import Iterator
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import app
+from specviz import charts, explain, render
+from specviz.config import MAX_K, RunConfig, SamplingConfig
+from specviz.events import ACCEPTED, FALLBACK, PLAIN, REJECTED, SPECULATE, UNREACHED, Round, summarize
+
+TARGET_TEXT = [10 + (i * 5) % 17 for i in range(600)]  # the token ids plain greedy decoding would produce
+
+
+def piece(token: int) -> str:
+    return "\n" if token == 12 else f" w{token}"
+
+
+def make_round(index: int, done: int, tokens: list[int], parents: list[int], status: list[str],
+               path: list[int], bonus: int, budget: int, method: str, k: int, source: str = "target",
+               seconds: float = 0.0) -> Round:
+    emitted = ([tokens[i] for i in path] + [bonus])[: budget - done]
+    finished = done + len(emitted) >= budget
+    cut_bonus = len(emitted) <= len(path)
+    return Round(
+        index=index, method=method, mode=SPECULATE if tokens else PLAIN, k=k, tokens=tokens, parents=parents,
+        pieces=[piece(t) for t in tokens], status=status,
+        draft_probs=[None if method == "ngram" else 0.6] * len(tokens),
+        target_probs=[0.9 if s == ACCEPTED else 0.05 for s in status], accepted_path=path[: len(emitted)],
+        bonus_token=None if cut_bonus else bonus, bonus_piece="" if cut_bonus else piece(bonus),
+        bonus_prob=None if cut_bonus else 0.7, bonus_source=source, emitted=emitted,
+        text="".join(piece(t) for t in emitted), draft_time_s=0.002 * len(tokens), verify_time_s=0.05,
+        elapsed_s=seconds, tokens_so_far=done + len(emitted), finished=finished,
+        stop_reason="max_new_tokens" if finished else None)
+
+
+def canned_run(method: str, budget: int, k: int, wrong_at: int = -1) -> Iterator[Round]:
+    """A lossless run: chains whose kept guesses are the target's own tokens (a tree for 'eagle')."""
+    done, index, seconds = 0, 0, 0.0
+    while done < budget:
+        truth = TARGET_TEXT[done: done + k + 1]
+        kept = 0 if method == "baseline" else [k, 1, 0, k - 1][index % 4]
+        seconds += 0.06 if method == "baseline" else 0.08
+        if method == "baseline":
+            tokens, parents, status, path = [], [], [], []
+        elif method == "eagle":  # two candidates per depth: the true one, and a wrong sibling
+            tokens, parents, status = [], [], []
+            for depth in range(k):
+                parent = -1 if depth == 0 else 2 * (depth - 1)
+                ok = depth < kept
+                tokens += [truth[depth], 99]
+                parents += [parent, parent]
+                reached = depth <= kept
+                status += [ACCEPTED if ok else (REJECTED if reached else UNREACHED),
+                           REJECTED if reached else UNREACHED]
+            path = [2 * d for d in range(kept)]
+        else:
+            tokens = truth[:kept] + [99] * (k - kept)
+            parents = list(range(-1, k - 1))
+            status = [ACCEPTED] * kept + ([REJECTED] if kept < k else []) + [UNREACHED] * max(0, k - kept - 1)
+            path = list(range(kept))
+        r = make_round(index, done, tokens, parents, status, path, truth[kept], budget, method, k,
+                       source="residual" if kept < k and method != "ngram" else "target", seconds=seconds)
+        if done <= wrong_at < r.tokens_so_far:  # a run that is not lossless: one token differs
+            r = replace(r, emitted=[98 if done + i == wrong_at else t for i, t in enumerate(r.emitted)])
+        yield r
+        done, index = r.tokens_so_far, index + 1
+
+
+class FakeBackend:
+    """The app's view of the engine, yielding canned records; counts runs and closed streams."""
+
+    models = ("fake-model", "other-model")
+
+    def __init__(self, wrong_at: int = -1):
+        self.calls: list[str] = []
+        self.loaded: list[str] = []
+        self.closed = 0
+        self.wrong_at = wrong_at
+
+    def names(self) -> tuple[str, ...]:
+        return ("baseline", "ngram", "draft", "eagle")
+
+    def methods(self, model: str) -> list[str]:
+        self.loaded.append(model)
+        return ["baseline", "ngram", "eagle"]
+
+    def stream(self, req: app.Request) -> Iterator[Round]:
+        self.calls.append(req.method)
+        wrong = self.wrong_at if req.method != "baseline" else -1
+        try:
+            yield from canned_run(req.method, req.run.max_new_tokens, req.run.k, wrong)
+        finally:
+            self.closed += 1
+
+
+SETTINGS = dict(k=4, temperature=0.0, top_p=1.0, max_new_tokens=24, seed=0, model="fake-model")
+
+
+def single(backend, method="ngram", prompt="Count to ten", with_baseline=True, cache=None, **overrides):
+    s = {**SETTINGS, **overrides}
+    return list(app.run_single(backend, prompt, method, s["k"], s["temperature"], s["top_p"],
+                               s["max_new_tokens"], s["seed"], s["model"], with_baseline, cache or {}))
+
+
+# --- the page --------------------------------------------------------------------------------------
+
+def test_build_demo_has_api_queue_and_shared_model_concurrency():
+    demo = app.build_demo(FakeBackend())
+    fns = list(demo.fns.values())
+    api = [f for f in fns if f.api_name == "speculate"]
+    assert len(api) == 1 and api[0].concurrency_id == "model" and api[0].concurrency_limit == 1
+    heavy = [f for f in fns if f.concurrency_id == "model"]
+    assert len(heavy) >= 6  # run, compare, prepare, load, model change, api
+    assert all(f.concurrency_limit == 1 for f in heavy)
+    assert demo._queue.max_size == app.QUEUE_SIZE
+    cancels = [f for f in fns if f.cancels]
+    assert len(cancels) == 2  # the stop buttons of the live run and the side-by-side run
+
+
+def test_demo_prompts_cover_every_category_and_stay_short():
+    prompts = app.demo_prompts()
+    assert {p["category"] for p in prompts} == {"chat", "summarization", "code", "translation", "math", "repetitive"}
+    assert all(p["prompt"].strip() and len(p["prompt"].split()) < 250 for p in prompts)
+
+
+# --- validation --------------------------------------------------------------------------------------
+
+def check(backend=None, **overrides):
+    values = dict(prompt="hi", method="ngram", k=4, temperature=0.0, top_p=1.0, max_new_tokens=24, seed=0,
+                  model="fake-model")
+    values.update(overrides)
+    return app.validate(backend or FakeBackend(), **values)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(prompt=""), "prompt is empty"),
+    (dict(prompt="   \n"), "prompt is empty"),
+    (dict(prompt=None), "prompt is empty"),
+    (dict(method="medusa2"), "Unknown method"),
+    (dict(model="elsewhere"), "Unknown model"),
+    (dict(max_new_tokens=app.MAX_NEW_TOKENS + 1), "max_new_tokens"),
+    (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(max_new_tokens=2.5), "max_new_tokens"),
+    (dict(max_new_tokens="many"), "max_new_tokens"),
+    (dict(max_new_tokens=True), "max_new_tokens"),
+    (dict(temperature=-0.1), "temperature"),
+    (dict(temperature=math.nan), "temperature"),
+    (dict(temperature="hot"), "temperature"),
+    (dict(top_p=0), "top_p"),
+    (dict(top_p=1.5), "top_p"),
+    (dict(k=0), "k must"),
+    (dict(k=MAX_K + 1), "k must"),
+    (dict(seed=-1), "seed"),
+])
+def test_validate_rejects_bad_values_with_a_clear_message(overrides, message):
+    with pytest.raises(gr.Error, match=message):
+        check(**overrides)
+
+
+def test_an_unknown_model_is_refused_before_anything_loads():
+    backend = FakeBackend()
+    with pytest.raises(gr.Error, match="Unknown model"):
+        check(backend, model="someone/huge-model")
+    with pytest.raises(gr.Error, match="Unknown model"):
+        app.refresh_methods(backend, "someone/huge-model")
+    assert backend.loaded == []
+    method, chosen = app.refresh_methods(backend, "other-model")
+    assert backend.loaded == ["other-model"]
+
+
+def test_validate_accepts_raw_api_values():
+    req = check(max_new_tokens="24", temperature="0.7", k=6.0, seed=3.0)
+    assert req.run == replace(RunConfig(max_new_tokens=24, k=6), k_max=8)
+    assert req.sampling == SamplingConfig(temperature=0.7, top_p=1.0, seed=3)
+    req.run.validate()
+    req.sampling.validate()
+    assert check(k=MAX_K).run.k_max == MAX_K  # a large k widens the adaptive bound so the config stays valid
+    check(k=MAX_K).run.validate()
+
+
+# --- live run ------------------------------------------------------------------------------------------
+
+def test_run_single_streams_every_round_then_checks_against_the_baseline():
+    backend = FakeBackend()
+    outs = single(backend)
+    ngram_rounds = list(canned_run("ngram", 24, 4))
+    assert len(outs) == len(ngram_rounds) + 1
+    assert all(len(o) == len(app.RUN_FIELDS) for o in outs)
+    assert 'sv-accepted' in outs[0][1] and outs[0][1].count('class="sv-round"') == 1
+    final = outs[-1]
+    status, stream, text, *figures = final[:7]
+    assert "done (max_new_tokens)" in status and "the baseline's speed" in status
+    assert stream.count('class="sv-round"') == len(ngram_rounds)
+    assert 'sv-rejected' in stream and 'sv-bonus' in stream and "line-through" in stream
+    assert text == "".join(r.text for r in ngram_rounds)
+    assert all(isinstance(f, go.Figure) for f in figures)
+    lossless, formula, last_run, cache = final[11:]
+    assert "Identical to the baseline" in lossless
+    assert "expected speedup" in formula and "measured speedup" in formula and "×" in formula
+    assert last_run == ngram_rounds
+    assert backend.calls == ["ngram", "baseline"]
+    assert len(cache) == 1 and list(cache.values())[0] == list(canned_run("baseline", 24, 4))
+
+
+def test_run_single_reuses_the_sessions_baseline():
+    backend = FakeBackend()
+    cache = single(backend)[-1][-1]
+    single(backend, method="eagle", cache=cache)
+    assert backend.calls == ["ngram", "baseline", "eagle"]
+    single(backend, prompt="Another prompt", cache=cache)
+    assert backend.calls[-2:] == ["ngram", "baseline"]
+
+
+def test_run_single_baseline_is_its_own_reference():
+    backend = FakeBackend()
+    final = single(backend, method="baseline")[-1]
+    assert backend.calls == ["baseline"]
+    assert "baseline itself" in final[11]
+    assert len(final[-1]) == 1
+
+
+def test_run_single_shows_the_first_difference():
+    final = single(FakeBackend(wrong_at=5))[-1]
+    assert "First difference at token 6" in final[11]
+
+
+def test_run_single_without_baseline_and_sampling():
+    backend = FakeBackend()
+    final = single(backend, with_baseline=False, temperature=0.8)[-1]
+    assert backend.calls == ["ngram"]
+    assert "Tick" in final[11]
+    final = single(backend, temperature=0.8)[-1]
+    assert "Sampling" in final[11]
+
+
+def test_stopping_a_run_closes_the_engine_stream():
+    backend = FakeBackend()
+    handler = app.run_single(backend, "hi", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model", True, {})
+    next(handler)
+    handler.close()  # what the stop button does to the handler
+    assert backend.closed == 1
+
+
+def test_bad_input_raises_before_any_run():
+    backend = FakeBackend()
+    with pytest.raises(gr.Error, match="prompt is empty"):
+        single(backend, prompt="")
+    with pytest.raises(gr.Error, match="Unknown method"):
+        single(backend, method="draft")  # registered, but not available for this model
+    assert backend.calls == []
+
+
+def test_engine_value_errors_reach_the_user_as_gr_error():
+    class Broken(FakeBackend):
+        def stream(self, req):
+            raise ValueError("the prompt is too long for the model's context")
+            yield
+
+    with pytest.raises(gr.Error, match="too long"):
+        single(Broken())
+
+
+def test_inspect_round_clamps_and_draws_the_tree():
+    rounds = list(canned_run("eagle", 24, 3))
+    tree, rows = app.inspect_round(rounds, 1)
+    assert "<svg" in tree and rows[-1][0] == "bonus"
+    assert app.inspect_round(rounds, 999)[1] == render.token_rows(rounds[-1])
+    assert app.inspect_round([], 1) == ("", [])
+
+
+# --- side by side ----------------------------------------------------------------------------------------
+
+def compare(backend, methods, **overrides):
+    s = {**SETTINGS, **overrides}
+    return list(app.run_compare(backend, "Count to ten", methods, s["k"], s["temperature"], s["top_p"],
+                                s["max_new_tokens"], s["seed"], s["model"], {}))
+
+
+def test_compare_runs_the_baseline_first_and_ends_with_a_summary():
+    backend = FakeBackend()
+    outs = compare(backend, ["ngram", "eagle"])
+    assert backend.calls == ["baseline", "ngram", "eagle"]
+    final = outs[-1]
+    assert len(final) == 11
+    status, first, second, third, fourth, table = final[:6]
+    assert "done" in status and "ngram" in first["value"] and "eagle" in second["value"]
+    assert first["visible"] and second["visible"] and not third["visible"] and not fourth["visible"]
+    assert [row[0] for row in table] == ["baseline", "ngram", "eagle"]
+    assert [row[-1] for row in table] == ["yes", "yes", "yes"]
+    assert table[0][4] == "1.00×" and table[1][1] > 1
+    assert len(final[-1]) == 1  # the baseline is remembered for the live run
+
+
+def test_compare_measures_a_fresh_baseline_that_the_live_run_then_reuses():
+    backend = FakeBackend()
+    cache = single(backend)[-1][-1]
+    final = list(app.run_compare(backend, "Count to ten", ["ngram", "eagle"], 4, 0.0, 1.0, 24, 0, "fake-model",
+                                 cache))[-1]
+    assert backend.calls == ["ngram", "baseline", "baseline", "ngram", "eagle"]
+    single(backend, method="eagle", cache=final[-1])
+    assert backend.calls[-1] == "eagle"
+
+
+def test_compare_with_baseline_column_and_its_errors():
+    backend = FakeBackend()
+    final = compare(backend, ["baseline", "ngram"])[-1]
+    assert backend.calls == ["baseline", "ngram"]
+    assert "baseline" in final[1]["value"] and "sv-round" in final[1]["value"]
+    with pytest.raises(gr.Error, match="two to"):
+        compare(backend, ["ngram"])
+    with pytest.raises(gr.Error, match="two to"):
+        compare(backend, ["baseline", "ngram", "eagle", "ngram", "eagle"])
+    with pytest.raises(gr.Error, match="temperature"):
+        compare(backend, ["baseline", "ngram"], temperature=-1)
+
+
+def test_compare_marks_a_different_text():
+    final = compare(FakeBackend(wrong_at=3), ["baseline", "ngram"])[-1]
+    assert final[5][1][-1] == "no (token 4)"
+
+
+# --- step mode -----------------------------------------------------------------------------------------
+
+def test_step_mode_reveals_one_round_per_click():
+    backend = FakeBackend()
+    outs = list(app.step_prepare(backend, "hi", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model"))
+    status, stream, narration, tree, rows, state = outs[-1]
+    assert "round **1** of" in status and stream.count('class="sv-round"') == 1
+    assert "guessed **4** tokens" in narration and "kept **4**" in narration
+    step2 = app.step_move(state, 1)
+    assert "round **2**" in step2[0] and step2[1].count('class="sv-round"') == 2
+    assert "rejected" in step2[2] and "top choice" in step2[2]  # greedy: why the guess lost
+    assert app.step_move(step2[-1], -5)[-1]["pos"] == 0
+    last = app.step_move(state, app.MAX_NEW_TOKENS)
+    assert last[-1]["pos"] == len(state["rounds"]) - 1 and "stopped here" in last[2]
+    with pytest.raises(gr.Error, match="Prepare"):
+        app.step_move(None, 1)
+
+
+# --- API -----------------------------------------------------------------------------------------------
+
+def test_api_result_is_plain_json_with_text_rounds_and_metrics():
+    out = app.api_result(FakeBackend(), "hi", "ngram", 24, 0.0, 4, 1.0, 0)
+    assert set(out) >= {"text", "rounds", "metrics"}
+    json.dumps(out)
+    rounds = [Round.from_dict(d) for d in out["rounds"]]
+    assert out["text"] == "".join(r.text for r in rounds)
+    assert out["metrics"]["new_tokens"] == 24
+    for key in ("acceptance_rate", "mean_accepted_tokens", "tokens_per_s"):
+        assert key in out["metrics"]
+    with pytest.raises(gr.Error):
+        app.api_result(FakeBackend(), "hi", "nope", 24, 0.0, 4, 1.0, 0)
+
+
+# --- render --------------------------------------------------------------------------------------------
+
+def test_chain_round_shows_kept_rejected_and_bonus_in_order():
+    r = list(canned_run("ngram", 24, 4))[1]  # one kept, one rejected, two never checked
+    html_ = render.round_html(r)
+    order = [html_.index(f"sv-{role}") for role in ("accepted", "rejected", "unreached", "bonus")]
+    assert order == sorted(order)
+    assert 'title="round 2: 4 guessed, 1 kept, 1 bonus"' in html_
+    assert "target p = 0.050" in html_  # hover text of the rejected guess
+    assert render.emitted_pieces(r) == [piece(t) for t in r.emitted]
+
+
+def test_tree_round_shows_only_the_siblings_it_replaced():
+    r = list(canned_run("eagle", 24, 3))[1]  # kept 1 of depth 3, two candidates per depth
+    shown = render.shown_rejections(r)
+    assert all(r.parents[i] == r.accepted_path[-1] for i in shown) and len(shown) == 2
+    svg = render.tree_svg(r)
+    assert svg.count("<rect") == r.n_proposed + 2  # nodes, the bonus and the context
+    assert svg.count('stroke-width="3"') == len(r.accepted_path) + 1
+    for rounds in (list(canned_run("eagle", 24, 3)), list(canned_run("draft", 24, 4))):
+        for each in rounds:  # no box hides another, whatever was kept
+            corners = re.findall(r'<rect x="([\d.]+)" y="([\d.]+)"', render.tree_svg(each))
+            assert len(corners) == len(set(corners))
+
+
+def test_plain_rounds_and_empty_runs_render():
+    r = list(canned_run("baseline", 3, 4))[0]
+    assert "sv-plain" in render.round_html(r) and "<sup" not in render.round_html(r)
+    assert "guessed nothing" in render.tree_svg(r)
+    assert "Nothing was guessed" in render.narrate(replace(r, mode=FALLBACK, note="low acceptance"), True)
+    assert "round by round" in render.stream_html([])
+    assert render.lossless_markdown([], [r], True) == ""
+
+
+def test_narration_under_sampling_explains_the_coin_and_the_residual():
+    r = list(canned_run("draft", 24, 4))[2]  # nothing kept: the first guess rejected, residual bonus
+    text = render.narrate(r, greedy=False)
+    assert "min(1, target / draft) = 0.083" in text and "residual" in text and "in place of the first guess" in text
+    ngram = list(canned_run("ngram", 24, 4))[2]
+    assert "no draft probability" in render.narrate(ngram, greedy=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(max_size=6), min_size=2, max_size=5), st.integers(0, 5))
+def test_any_piece_is_escaped(pieces, kept):
+    kept = min(kept, len(pieces))
+    status = [ACCEPTED] * kept + [REJECTED] * (len(pieces) > kept) + [UNREACHED] * max(0, len(pieces) - kept - 1)
+    r = replace(make_round(0, 0, list(range(len(pieces))), list(range(-1, len(pieces) - 1)), status,
+                           list(range(kept)), 7, 100, "ngram", len(pieces)),
+                pieces=[p + "<script>" for p in pieces], bonus_piece="<b>&")
+    for out in (render.stream_html([r]), render.tree_svg(r), re.sub(r"`[^`]*`", "", render.narrate(r, False))):
+        assert "<script>" not in out and "<b>&" not in out
+
+
+# --- charts and formula -----------------------------------------------------------------------------------
+
+def test_charts_for_one_run_many_runs_and_none():
+    base, ngram = list(canned_run("baseline", 24, 4)), list(canned_run("ngram", 24, 4))
+    for figs in (charts.all_figures({"ngram": ngram}), charts.all_figures({"ngram": ngram, "eagle": []}, base),
+                 charts.all_figures({})):
+        assert len(figs) == 4 and all(isinstance(f, go.Figure) for f in figs)
+    acc = charts.acceptance_figure({"ngram": ngram})
+    assert list(acc.data[1].y) == summarize(ngram)["acceptance_by_position"]
+    hist = charts.accepted_histogram({"ngram": ngram})
+    assert sum(hist.data[0].y) == len(ngram)
+    speed = charts.speed_figure({"ngram": ngram}, base)
+    speedup = summarize(ngram)["tokens_per_s"] / summarize(base)["tokens_per_s"]
+    assert f"{speedup:.2f}×" in speed.data[1].text[0]
+    json.dumps(speed.to_plotly_json(), default=str)
+
+
+def test_formula_matches_leviathan():
+    assert explain.expected_tokens(0.0, 4) == 1.0
+    assert explain.expected_tokens(1.0, 4) == 5.0
+    assert explain.expected_tokens(0.5, 2) == pytest.approx(1.75)
+    assert explain.expected_speedup(0.8, 4, 0.1) == pytest.approx((1 - 0.8 ** 5) / 0.2 / 1.4)
+    assert explain.best_k(0.9, 0.0) == MAX_K and explain.best_k(0.1, 0.5) == 1
+    assert 3 <= explain.best_k(0.8, 0.05) <= 8
+
+
+@given(st.floats(0.05, 0.95), st.floats(0.005, 0.5), st.integers(1, MAX_K - 1))
+def test_the_rule_of_thumb_is_the_formulas_own_condition(a, c, k):
+    """One more guess raises the expected speedup exactly when a^(k+1) > c * speedup(k)."""
+    gain = explain.expected_speedup(a, k + 1, c) - explain.expected_speedup(a, k, c)
+    margin = a ** (k + 1) - c * explain.expected_speedup(a, k, c)
+    assert abs(margin) < 1e-12 or (gain > 0) == (margin > 0)
+
+
+def test_measured_inputs_count_checked_guesses_only():
+    rounds = list(canned_run("ngram", 40, 4))
+    m = explain.measured_inputs(rounds)
+    accepted = sum(r.n_accepted for r in rounds)
+    rejections = sum(REJECTED in r.status for r in rounds)
+    assert m["a"] == pytest.approx(accepted / (accepted + rejections)) and m["k"] == 4
+    assert explain.measured_inputs(list(canned_run("baseline", 4, 4))) is None
+    assert "guessed nothing" in explain.formula_markdown(list(canned_run("baseline", 4, 4)), None)
+    assert "best k" in explain.calculator_markdown(0.7, 4.0, 0.05) and "4·0.05" in explain.calculator_markdown(0.7, 4.0, 0.05)
