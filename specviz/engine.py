@@ -101,7 +101,8 @@ def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: Ru
             ids.extend(emitted)
             record = _record(index, proposer.name, mode, k, tree, verdict, emitted, target,
                              stream.add(emitted, final=stop_reason is not None),
-                             (t1 - t0, t2 - t1, t2 - start), len(ids) - len(prompt_ids), stop_reason, note)
+                             (t1 - t0, t2 - t1, t2 - start), len(ids) - len(prompt_ids), stop_reason, note,
+                             sampling.temperature)
             yield record
             if stop_reason:
                 return
@@ -127,7 +128,7 @@ def _cut(emitted: list[int], eos_ids: frozenset[int], budget: int) -> tuple[list
 
 def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Verdict,
             emitted: list[int], target: Target, text: str, times: tuple[float, float, float],
-            tokens_so_far: int, stop_reason: str | None, note: str | None) -> Round:
+            tokens_so_far: int, stop_reason: str | None, note: str | None, temperature: float) -> Round:
     draft_time, verify_time, elapsed = times
     path = verdict.path[: len(emitted)]  # a stop inside the accepted run cuts the path
     status = list(verdict.status)
@@ -147,6 +148,7 @@ def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Ver
         emitted=list(emitted), text=text,
         draft_time_s=draft_time, verify_time_s=verify_time, elapsed_s=elapsed,
         tokens_so_far=tokens_so_far, finished=stop_reason is not None, stop_reason=stop_reason, note=note,
+        temperature=temperature, draft_sampled=tree.draft_dists is not None,
     )
 
 

@@ -48,6 +48,9 @@ class Round:
     finished: bool
     stop_reason: Optional[str]  # "eos", "max_new_tokens" or None
     note: Optional[str] = None  # e.g. why this round fell back to plain decoding
+    temperature: float = 0.0  # the run's sampling temperature (0 = greedy acceptance)
+    draft_sampled: bool = False  # True: tokens were drawn from draft_probs' distribution, accepted w.p. min(1, p/q);
+    # False: deterministic guesses (argmax, top-k, lookup), accepted w.p. p when sampling
 
     @property
     def n_proposed(self) -> int:

@@ -34,12 +34,17 @@ class NgramProposer(Proposer):
 
 
 def lookup(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list[int]:
-    """The up-to-k tokens after the most recent earlier occurrence of the longest matching suffix."""
+    """The k tokens after the most recent earlier occurrence of the longest matching suffix.
+
+    When that occurrence is so recent that fewer than k tokens follow it, the text is repeating
+    with period len(ids) - start, and the guess continues the repetition.
+    """
     for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
         suffix = ids[-n:]
         windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)  # (len-n, n): every earlier n-gram
         hits = np.flatnonzero((windows == suffix).all(axis=1))
         if len(hits):
             start = int(hits[-1]) + n
-            return [int(t) for t in ids[start:start + k]]
+            period = len(ids) - start
+            return [int(ids[start + j % period]) for j in range(k)]
     return []
