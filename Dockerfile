@@ -1,4 +1,5 @@
 # The specviz app in a container: a Hugging Face Docker Space (user 1000, port 7860) or any Docker host.
+# It starts in public mode (docs/robustness.md); run with -e SPECVIZ_PUBLIC=0 for the full limits.
 #   docker build -t specviz . && docker run -p 7860:7860 specviz
 # A GPU host: build with --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 and run with
 # --gpus all (on a Space, set TORCH_INDEX_URL as a variable); the app then runs on CUDA by itself.
@@ -17,6 +18,7 @@ ENV HOME=/home/user \
     GRADIO_SERVER_NAME=0.0.0.0 \
     GRADIO_SERVER_PORT=7860 \
     GRADIO_ANALYTICS_ENABLED=False \
+    SPECVIZ_PUBLIC=1 \
     SPECVIZ_CACHE=/home/user/.cache/specviz
 WORKDIR /home/user/app
 

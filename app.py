@@ -8,6 +8,9 @@ API (gradio_client):
     Client(url).predict(prompt, method, max_new_tokens, temperature, api_name="/speculate")
     -> {"text": str, "rounds": [Round.to_dict(), ...], "metrics": summarize(rounds)}
 Optional trailing arguments: k, top_p, seed. Invalid values raise gr.Error to the client.
+
+Limits per request (tokens, prompt length, time) and the model allow-list come from Limits;
+SPECVIZ_PUBLIC=1 selects the stricter public ones (docs/robustness.md).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import gradio as gr
+import torch
 
 from specviz import charts, explain, render
 from specviz.config import MAX_K, RunConfig, SamplingConfig
@@ -29,16 +33,39 @@ from specviz.engine import generate
 from specviz.events import Round, summarize
 from specviz.methods import METHODS, available_methods
 from specviz.models import EMBEDDED, ModelLoadError, load_target
+from specviz.presets import PRESETS
 
 MAX_NEW_TOKENS = 512  # the most tokens one request may generate (UI and API alike)
 MAX_TEMPERATURE = 2.0
 MAX_PROMPT_CHARS = 8000
 MAX_COLUMNS = 4  # side-by-side columns
 QUEUE_SIZE = 32  # requests waiting beyond this are refused with a "queue full" message
+TIME_BUDGET_S = 120.0  # a run still going after this long ends with what it has (stop_reason "time_budget")
 CHART_EVERY_S = 0.75  # charts and tables refresh at most this often while a run streams
 DEMOS = Path(__file__).resolve().parent / "demos" / "prompts.jsonl"
 UI = dict(api_visibility="private")  # page-only listeners: the documented API is /speculate alone
 MODEL = dict(concurrency_id="model", concurrency_limit=1, **UI)  # every listener that touches a model
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of this server. Handlers check raw values against these, not the widgets."""
+
+    max_new_tokens: int = MAX_NEW_TOKENS
+    max_prompt_chars: int = MAX_PROMPT_CHARS
+    time_budget_s: float = TIME_BUDGET_S  # per run; a side-by-side request runs several
+    queue_size: int = QUEUE_SIZE
+    public: bool = False  # models only from the embedded default and the presets (never a path)
+
+
+PUBLIC = Limits(max_new_tokens=128, max_prompt_chars=2000, time_budget_s=60.0, queue_size=16, public=True)
+
+
+def limits_from_env() -> Limits:
+    """SPECVIZ_PUBLIC=1: the public limits; SPECVIZ_QUEUE_SIZE overrides the queue bound."""
+    limits = PUBLIC if os.environ.get("SPECVIZ_PUBLIC", "") in ("1", "true") else Limits()
+    queue = os.environ.get("SPECVIZ_QUEUE_SIZE", "").strip()
+    return replace(limits, queue_size=int(queue)) if queue else limits
 
 
 @dataclass(frozen=True)
@@ -62,8 +89,9 @@ class EngineBackend:
     Tests hand build_demo a fake with the same members that yields canned records.
     """
 
-    def __init__(self, models: tuple[str, ...]):
+    def __init__(self, models: tuple[str, ...], limits: Limits = Limits()):
         self.models = models  # the model choices offered; the first is the default
+        self.limits = limits
 
     def names(self) -> tuple[str, ...]:
         """Every registered method, without loading a model."""
@@ -82,10 +110,19 @@ def load_model(name: str):
     return load_target(name or None)
 
 
-def model_choices() -> tuple[str, ...]:
-    """The embedded default, then the folders or hub ids listed in SPECVIZ_MODELS (comma-separated)."""
+def model_choices(public: bool = False) -> tuple[str, ...]:
+    """The embedded default, then the folders or hub ids listed in SPECVIZ_MODELS (comma-separated).
+
+    Public: only preset names or their target ids, so no one can point the server at a path."""
     extra = [m.strip() for m in os.environ.get("SPECVIZ_MODELS", "").split(",") if m.strip()]
-    return (EMBEDDED, *extra)
+    if public:
+        allowed = {p.name: p.target for p in PRESETS} | {p.target: p.target for p in PRESETS}
+        refused = [m for m in extra if m not in allowed]
+        if refused:
+            raise ValueError(f"SPECVIZ_PUBLIC=1 offers only the embedded model and the presets "
+                             f"({', '.join(p.name for p in PRESETS)}); SPECVIZ_MODELS also names {refused}")
+        extra = [allowed[m] for m in extra]
+    return (EMBEDDED, *dict.fromkeys(extra))
 
 
 def demo_prompts() -> list[dict[str, str]]:
@@ -96,15 +133,21 @@ def demo_prompts() -> list[dict[str, str]]:
 
 # --- validation: the API receives raw values, so every handler checks them here ---------------------
 
+def shown(value: Any, limit: int = 60) -> str:
+    """A raw value as an error message quotes it: repr, cut short (a message never echoes a whole text)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _as_int(value: Any, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {shown(value)}")
     try:
         number = float(value)
     except ValueError:
-        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {value!r}") from None
+        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {shown(value)}") from None
     if not number.is_integer() or not low <= number <= high:
-        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {shown(value)}")
     return int(number)
 
 
@@ -113,9 +156,9 @@ def _as_float(value: Any, name: str, low: float, high: float, low_open: bool = F
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise gr.Error(f"{name} must be a number {bounds}, got {value!r}") from None
+        raise gr.Error(f"{name} must be a number {bounds}, got {shown(value)}") from None
     if isinstance(value, bool) or math.isnan(number) or not low <= number <= high or (low_open and number == low):
-        raise gr.Error(f"{name} must be a number {bounds}, got {value!r}")
+        raise gr.Error(f"{name} must be a number {bounds}, got {shown(value)}")
     return number
 
 
@@ -124,18 +167,19 @@ def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperatu
     """Raw inputs -> a Request, or gr.Error with a message a user can act on.
 
     The model is checked against the offered choices before anything is loaded."""
+    limits = backend.limits
     if not isinstance(prompt, str) or not prompt.strip():
         raise gr.Error("The prompt is empty: type a prompt or pick an example.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
+    if len(prompt) > limits.max_prompt_chars:
+        raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit is {limits.max_prompt_chars}.")
     if model not in backend.models:
-        raise gr.Error(f"Unknown model {model!r}; choose one of: {', '.join(backend.models)}.")
+        raise gr.Error(f"Unknown model {shown(model)}; choose one of: {', '.join(backend.models)}.")
     with user_errors():
         methods = backend.methods(model)
     if method not in methods:
-        raise gr.Error(f"Unknown method {method!r}; choose one of: {', '.join(methods)}.")
-    run = RunConfig(max_new_tokens=_as_int(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS),
-                    k=_as_int(k, "k", 1, MAX_K))
+        raise gr.Error(f"Unknown method {shown(method)}; choose one of: {', '.join(methods)}.")
+    run = RunConfig(max_new_tokens=_as_int(max_new_tokens, "max_new_tokens", 1, limits.max_new_tokens),
+                    k=_as_int(k, "k", 1, MAX_K), time_budget_s=limits.time_budget_s)
     sampling = SamplingConfig(temperature=_as_float(temperature, "temperature", 0.0, MAX_TEMPERATURE),
                               top_p=_as_float(top_p, "top_p", 0.0, 1.0, low_open=True),
                               seed=_as_int(seed, "seed", 0, 2**31 - 1))
@@ -144,11 +188,18 @@ def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperatu
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Engine and model errors reach the user as a readable message instead of a broken page."""
+    """Engine and model errors reach the user as a readable message instead of a broken page.
+
+    Nothing of a failed request survives it: models are read-only, per-run state dies with the run."""
     try:
         yield
     except (ValueError, ModelLoadError) as err:
         raise gr.Error(str(err)) from err
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        raise gr.Error("The server ran out of memory on this request: ask for fewer tokens or a shorter "
+                       "prompt. The next request starts afresh.") from err
 
 
 def rounds_of(backend: EngineBackend, req: Request) -> Iterator[Round]:
@@ -170,6 +221,8 @@ def status_line(label: str, rounds: list[Round], done: bool) -> str:
         return f"**{label}**: starting…"
     m, last = summarize(rounds), rounds[-1]
     state = f"done ({last.stop_reason})" if last.finished else ("stopped" if done else "running")
+    if last.stop_reason == "time_budget":
+        state = "ended early: past the server's time budget (the text so far is correct, only shorter)"
     return (f"**{label}** · {state} · {render.round_summary(last)} · {m['new_tokens']} tokens in "
             f"{m['rounds']} rounds · {m['tokens_per_s']:.1f} tokens/s · acceptance {acceptance_text(m)}")
 
@@ -385,6 +438,9 @@ def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens:
     model = backend.models[0]
     req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model)
     rounds = list(rounds_of(backend, req))
+    if rounds and rounds[-1].stop_reason == "time_budget":
+        raise gr.Error(f"The run passed the server's time budget of {req.run.time_budget_s:g} s after "
+                       f"{rounds[-1].tokens_so_far} tokens: ask for fewer tokens, or try again later.")
     return {"text": full_text(rounds), "rounds": [r.to_dict() for r in rounds], "metrics": summarize(rounds),
             "method": req.method, "model": req.model}
 
@@ -413,7 +469,7 @@ one model and run one at a time from a bounded queue."""
 def refresh_methods(backend: EngineBackend, model: str) -> tuple:
     """The methods this model offers (loads the model once; it is cached)."""
     if model not in backend.models:
-        raise gr.Error(f"Unknown model {model!r}; choose one of: {', '.join(backend.models)}.")
+        raise gr.Error(f"Unknown model {shown(model)}; choose one of: {', '.join(backend.models)}.")
     with user_errors():
         names = backend.methods(model)
     default = "ngram" if "ngram" in names else names[0]
@@ -441,7 +497,8 @@ def controls(backend: EngineBackend) -> dict[str, gr.components.Component]:
                 c["temperature"] = gr.Slider(0, MAX_TEMPERATURE, value=0, step=0.05, label="temperature (0 = greedy)")
                 c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p")
             with gr.Row():
-                c["max_new_tokens"] = gr.Slider(1, MAX_NEW_TOKENS, value=96, step=1, label="max new tokens")
+                top = backend.limits.max_new_tokens
+                c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="max new tokens")
                 c["seed"] = gr.Number(0, precision=0, minimum=0, label="seed")
             c["model"] = gr.Dropdown(list(backend.models), value=backend.models[0], label="Target model")
     return c
@@ -543,8 +600,11 @@ def explain_tab() -> None:
 
 
 def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
-    """The whole page. `backend` defaults to the real engine on the embedded model (loaded lazily)."""
-    backend = backend or EngineBackend(model_choices())
+    """The whole page. `backend` defaults to the real engine on the embedded model (loaded lazily), with
+    the limits and models of the environment (SPECVIZ_PUBLIC, SPECVIZ_MODELS, SPECVIZ_QUEUE_SIZE)."""
+    if backend is None:
+        limits = limits_from_env()
+        backend = EngineBackend(model_choices(limits.public), limits)
     with gr.Blocks(title="specviz: speculative decoding, round by round") as demo:
         cache = gr.State({})  # this session's baseline runs, reused for speedup and losslessness
         gr.Markdown(INTRO)
@@ -559,7 +619,7 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
             with gr.Tab("How it works"):
                 explain_tab()
             with gr.Tab("API"):
-                gr.Markdown(API_TEXT.format(max_new=MAX_NEW_TOKENS, max_t=MAX_TEMPERATURE, max_k=MAX_K))
+                gr.Markdown(API_TEXT.format(max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE, max_k=MAX_K))
         c["method"].change(explain.method_text, c["method"], c["method_info"], queue=False, **UI)
         refresh = functools.partial(refresh_methods, backend)
         demo.load(refresh, c["model"], [c["method"], chosen], **MODEL)
@@ -571,7 +631,7 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
             return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=4)
+    demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)
     return demo
 
 
@@ -588,7 +648,9 @@ def start_in_background(backend: Optional[EngineBackend] = None, port: Optional[
 
 
 if __name__ == "__main__":
-    engine = EngineBackend(model_choices())
-    print(f"[specviz] loading {engine.models[0]} ...", flush=True)
+    limits = limits_from_env()
+    engine = EngineBackend(model_choices(limits.public), limits)
+    print(f"[specviz] loading {engine.models[0]} ({'public mode, ' if limits.public else ''}at most "
+          f"{limits.max_new_tokens} tokens and {limits.time_budget_s:g} s per run) ...", flush=True)
     load_model(engine.models[0])
     build_demo(engine).launch(**LAUNCH)

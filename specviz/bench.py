@@ -161,11 +161,22 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """Exit status 0, or 2 with a one-line message for bad settings, an unknown method or a model that won't load."""
+    from .models import ModelLoadError
+
+    try:
+        return bench_from_args(parse_args(argv))
+    except (ValueError, ModelLoadError) as err:
+        print(f"specviz.bench: {err}", file=sys.stderr)
+        return 2
+
+
+def bench_from_args(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from .methods import METHODS
     from .models import load_target
 
-    args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -175,6 +186,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     run = RunConfig(max_new_tokens=args.max_new_tokens, k=args.k)
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+    run.validate()  # bad settings and unknown methods are refused before any model loads
+    sampling.validate()
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r}; known methods: {', '.join(METHODS)}")
     target = load_target(args.model)
     options = {"draft": {"draft": load_target(args.draft)}} if args.draft else {}
     runners = {name: engine_runner(target, name, run, sampling, options.get(name, {}))

