@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import os
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Iterator, Optional
 import gradio as gr
 import torch
 
-from specviz import charts, explain, render
+from specviz import charts, explain, i18n, production, render, trace
 from specviz.config import MAX_K, RunConfig, SamplingConfig
 from specviz.engine import generate
 from specviz.events import Round, summarize
@@ -43,6 +44,8 @@ QUEUE_SIZE = 32  # requests waiting beyond this are refused with a "queue full" 
 TIME_BUDGET_S = 120.0  # a run still going after this long ends with what it has (stop_reason "time_budget")
 CHART_EVERY_S = 0.75  # charts and tables refresh at most this often while a run streams
 DEMOS = Path(__file__).resolve().parent / "demos" / "prompts.jsonl"
+DEMO_TRACES = Path(__file__).resolve().parent / "demos" / "traces"  # recorded by scripts/record_traces.py
+MAX_REPLAY_PAUSE_S = 1.0  # a replay waits at most this long between two rounds, whatever was recorded
 UI = dict(api_visibility="private")  # page-only listeners: the documented API is /speculate alone
 MODEL = dict(concurrency_id="model", concurrency_limit=1, **UI)  # every listener that touches a model
 
@@ -361,10 +364,11 @@ def compare_outputs(columns: list[str], runs: dict, base: Optional[list[Round]],
              for m in columns]
     cells += [gr.update(value="", visible=False)] * (MAX_COLUMNS - len(cells))
     if not refresh:
-        return (status, *cells) + (skip,) * 6
+        return (status, *cells) + (skip,) * 7
     table = summary_rows({m: runs[m] for m in columns if runs.get(m)}, base, greedy)
     shown = {m: r for m, r in runs.items() if r}
-    return (status, *cells, table, *charts.all_figures(shown, base), cache if cache is not None else skip)
+    return (status, *cells, table, *charts.all_figures(shown, base), dict(shown),
+            cache if cache is not None else skip)
 
 
 def _column_state(rounds: Optional[list[Round]]) -> str:
@@ -431,6 +435,87 @@ def step_move(state: Optional[dict], delta: int) -> tuple:
     return step_outputs({**state, "pos": pos})
 
 
+# --- traces: save a run, replay it without a model ---------------------------------------------------
+
+def trace_file(backend: EngineBackend, runs: dict[str, list[Round]], prompt, k, temperature, top_p,
+               max_new_tokens, seed, model) -> tuple[Optional[str], str]:
+    """The finished run(s) as a trace file to download, and their production configuration; (None, "")
+    while there is nothing to save.
+
+    The settings are read from the controls when the run ends, and checked as a run would check them."""
+    runs = {label: list(rounds) for label, rounds in (runs or {}).items() if rounds}
+    if not runs:
+        return None, ""
+    req = validate(backend, prompt, next(iter(runs)), k, temperature, top_p, max_new_tokens, seed, model)
+    record = trace.Trace(model=req.model, prompt=req.prompt, runs=runs, run=req.run, sampling=req.sampling)
+    folder = Path(tempfile.mkdtemp(prefix="specviz-trace-"))
+    name = "-".join(runs) + time.strftime("-%Y%m%d-%H%M%S.json", time.gmtime())
+    return str(trace.save(record, folder / name)), production_markdown(record)
+
+
+def production_markdown(t: trace.Trace) -> str:
+    """Each speculative run of a trace as vLLM and transformers configuration (the baseline when alone)."""
+    labels = [label for label in t.runs if label != "baseline"] or list(t.runs)
+    return PRODUCTION_INTRO + "\n\n".join(
+        production.markdown(production.deployment(label, t.model, t.run, t.sampling)) for label in labels)
+
+
+PRODUCTION_INTRO = ("The same settings for a production server (vLLM) and for transformers' `generate()`; "
+                    "what has no equivalent is said, not invented.\n\n")
+
+
+def demo_traces() -> list[str]:
+    return sorted(p.stem for p in DEMO_TRACES.glob("*.json")) if DEMO_TRACES.is_dir() else []
+
+
+def open_trace(upload: Any, demo: Optional[str]) -> trace.Trace:
+    """The uploaded trace, else the chosen demo trace; gr.Error saying why one cannot be read."""
+    path = getattr(upload, "name", upload) or (DEMO_TRACES / f"{demo}.json" if demo else None)
+    if not path:
+        raise gr.Error("Upload a trace (.json) or pick a demo trace first.")
+    try:
+        return trace.load(path)
+    except trace.TraceError as err:
+        raise gr.Error(f"This trace cannot be replayed: {err}") from err
+
+
+def trace_heading(t: trace.Trace) -> str:
+    s, libs = t.sampling, ", ".join(f"{k} {v}" for k, v in t.versions.items())
+    prompt = t.prompt if len(t.prompt) <= 200 else t.prompt[:199] + "…"
+    return (f"**Trace** of {', '.join(t.runs)} on `{t.model}` · k {t.run.k} · temperature {s.temperature:g} · "
+            f"top-p {s.top_p:g} · seed {s.seed} · {t.run.max_new_tokens} tokens max · recorded {t.created or '?'}"
+            f"{' with ' + libs if libs else ''}  \n> {prompt}")
+
+
+def replay(upload: Any, demo: Optional[str], speed: Any) -> Iterator[tuple]:
+    """Replay a trace's runs one after another, as the side-by-side view shows them; no model is loaded.
+
+    speed: 1 = as recorded, 2 = twice as fast, 0 = at once. Ends by handing the rounds to step mode."""
+    t = open_trace(upload, demo)
+    speed = _as_float(speed, "speed", 0.0, 100.0)
+    labels, greedy, tick = list(t.runs)[:MAX_COLUMNS], t.sampling.greedy, Throttle()
+    base, shown, head = t.runs.get("baseline"), {}, trace_heading(t)
+    for label in labels:
+        before = 0.0
+        for i, r in enumerate(t.runs[label]):
+            if speed > 0:
+                time.sleep(min(max(r.elapsed_s - before, 0.0) / speed, MAX_REPLAY_PAUSE_S))
+                before = r.elapsed_s
+                shown[label] = t.runs[label][: i + 1]
+                yield compare_outputs(labels, shown, base, head, tick(), greedy)[:-1] + (gr.skip(), gr.skip())
+        shown[label] = t.runs[label]
+    final = compare_outputs(labels, shown, base, head, True, greedy)
+    yield final[:-1] + (gr.update(choices=labels, value=labels[-1]), production_markdown(t))
+
+
+def replay_step(runs: Optional[dict], label: Optional[str]) -> tuple:
+    """Step mode over one run of the replayed trace, from its first round."""
+    if not runs or label not in runs:
+        raise gr.Error("Replay a trace first, then pick one of its runs to step through.")
+    rounds = runs[label]
+    return step_outputs({"rounds": rounds, "pos": 0, "greedy": rounds[0].temperature == 0, "label": label})
+
+
 # --- API --------------------------------------------------------------------------------------------
 
 def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens: Any, temperature: Any,
@@ -446,11 +531,6 @@ def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens:
 
 
 # --- layout -----------------------------------------------------------------------------------------
-
-INTRO = """# specviz: speculative decoding, round by round
-A cheap guesser proposes a few tokens; the big **target** model checks them all in **one** forward pass,
-keeps the longest run it agrees with, and adds one token of its own (the **bonus**). Same text as plain
-decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, then press **Run**."""
 
 API_TEXT = """### Scripts: the `/speculate` endpoint
 ```python
@@ -514,7 +594,7 @@ def plots() -> list[gr.Plot]:
     return [a, b, c, d]
 
 
-def live_tab(backend: EngineBackend, c: dict, cache: gr.State) -> None:
+def live_tab(backend: EngineBackend, c: dict, cache: gr.State) -> gr.HTML:
     last_run = gr.State([])
     with gr.Row():
         run = gr.Button("Run", variant="primary", elem_id="run-button", scale=2)
@@ -522,7 +602,7 @@ def live_tab(backend: EngineBackend, c: dict, cache: gr.State) -> None:
         with_baseline = gr.Checkbox(True, scale=2, label="compare with the baseline (speedup, identical text; "
                                                           "run once per prompt and settings, then reused)")
     status = gr.Markdown("", elem_id="run-status")
-    gr.HTML(render.legend_html())
+    legend = gr.HTML(render.legend_html())
     stream = gr.HTML(render.stream_html([]), elem_id="run-stream")
     lossless, formula = gr.Markdown(elem_id="lossless"), gr.Markdown()
     with gr.Accordion("Plain text", open=False):
@@ -536,12 +616,18 @@ def live_tab(backend: EngineBackend, c: dict, cache: gr.State) -> None:
         table = gr.Dataframe(headers=render.ROUND_HEADERS, interactive=False, wrap=True, max_height=400)
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, cache]
     inputs = [c[n] for n in ("prompt", "method", "k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
+    saved = gr.File(label="This run as a trace (JSON): download it, replay it in the Replay tab without a model",
+                    interactive=False, elem_id="run-trace")
     event = run.click(functools.partial(run_single, backend), inputs + [with_baseline, cache], outputs, **MODEL)
+    with gr.Accordion("In production: this run for vLLM and transformers", open=False):
+        deploy = gr.Markdown(elem_id="run-production")
+    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c), [saved, deploy], **UI)
     stop.click(lambda: "**stopped**", None, status, cancels=[event], queue=False, **UI)
     pick.input(inspect_round, [last_run, pick], [tree, tokens], queue=False, **UI)
+    return legend
 
 
-def compare_tab(backend: EngineBackend, c: dict, cache: gr.State) -> gr.CheckboxGroup:
+def compare_tab(backend: EngineBackend, c: dict, cache: gr.State) -> tuple[gr.CheckboxGroup, gr.HTML]:
     names = list(backend.names())
     chosen = gr.CheckboxGroup(names, value=[m for m in ("baseline", "ngram") if m in names],
                               label=f"Methods (two to {MAX_COLUMNS}; they run one after another)",
@@ -550,16 +636,22 @@ def compare_tab(backend: EngineBackend, c: dict, cache: gr.State) -> gr.Checkbox
         run = gr.Button("Run side by side", variant="primary", elem_id="compare-button", scale=2)
         stop = gr.Button("Stop", variant="stop", scale=1)
     status = gr.Markdown(elem_id="compare-status")
-    gr.HTML(render.legend_html())
+    legend = gr.HTML(render.legend_html())
     with gr.Row(equal_height=False):
         columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
     summary = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, label="Summary", elem_id="compare-summary")
     figures = plots()
     inputs = [c["prompt"], chosen] + [c[n] for n in ("k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
+    runs = gr.State({})
+    saved = gr.File(label="These runs as a trace (JSON): download it, replay it in the Replay tab without a model",
+                    interactive=False, elem_id="compare-trace")
     event = run.click(functools.partial(run_compare, backend), inputs + [cache],
-                      [status, *columns, summary, *figures, cache], **MODEL)
+                      [status, *columns, summary, *figures, runs, cache], **MODEL)
+    with gr.Accordion("In production: these runs for vLLM and transformers", open=False):
+        deploy = gr.Markdown(elem_id="compare-production")
+    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c), [saved, deploy], **UI)
     stop.click(lambda: "**stopped**", None, status, cancels=[event], queue=False, **UI)
-    return chosen
+    return chosen, legend
 
 
 def step_tab(backend: EngineBackend, c: dict) -> None:
@@ -585,6 +677,66 @@ def step_tab(backend: EngineBackend, c: dict) -> None:
         button.click(functools.partial(step_move, delta=delta), state, outputs, **UI)
 
 
+def trace_settings(c: dict) -> list:
+    """The controls a trace records, in trace_file's order."""
+    return [c[n] for n in ("prompt", "k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
+
+
+def save_single(backend: EngineBackend, rounds: list[Round], *settings) -> tuple[Optional[str], str]:
+    return trace_file(backend, {rounds[0].method: rounds} if rounds else {}, *settings)
+
+
+def replay_tab() -> gr.HTML:
+    gr.Markdown("Replays a saved run (a **trace**: the rounds of a run plus its settings) with the same colours, "
+                "trees and charts, **without loading a model**. Save one under a Live or Side-by-side run, "
+                "or pick a demo recorded on the embedded model.")
+    with gr.Row():
+        upload = gr.File(label="trace (.json)", file_types=[".json"], type="filepath", scale=2)
+        with gr.Column(scale=2):
+            names = demo_traces()
+            demo = gr.Dropdown(names, value=names[0] if names else None, label="or a demo trace")
+            speed = gr.Slider(0, 10, value=1, step=0.25, label="speed (1 = as recorded, 0 = at once)")
+            play = gr.Button("Replay", variant="primary", elem_id="replay-button")
+    status = gr.Markdown(elem_id="replay-status")
+    legend = gr.HTML(render.legend_html())
+    with gr.Row(equal_height=False):
+        columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
+    summary = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, label="Summary")
+    figures = plots()
+    runs = gr.State({})
+    with gr.Accordion("In production: the trace's settings for vLLM and transformers", open=False):
+        deploy = gr.Markdown(elem_id="replay-production")
+    gr.Markdown("### Step through a replayed run, one round per click")
+    with gr.Row():
+        label = gr.Dropdown([], label="run", scale=2)
+        start = gr.Button("Step mode", elem_id="replay-step")
+        back, forward = gr.Button("◀ previous round"), gr.Button("next round ▶", elem_id="replay-next")
+    step_status = gr.Markdown()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            stream = gr.HTML()
+        with gr.Column(scale=2):
+            narration = gr.Markdown(elem_id="replay-narration")
+    tree = gr.HTML()
+    tokens = gr.Dataframe(headers=render.TOKEN_HEADERS, interactive=False, wrap=True)
+    state = gr.State(None)
+    event = play.click(replay, [upload, demo, speed], [status, *columns, summary, *figures, runs, label, deploy], **UI)
+    replay_outputs = [step_status, stream, narration, tree, tokens, state]
+    event.success(replay_step, [runs, label], replay_outputs, **UI)
+    start.click(replay_step, [runs, label], replay_outputs, **UI)
+    for button, delta in ((back, -1), (forward, 1)):
+        button.click(functools.partial(step_move, delta=delta), state, replay_outputs, **UI)
+    return legend
+
+
+def language_outputs(choice: str) -> tuple:
+    """The switchable texts in the chosen language: the introduction, the tab names, the legends."""
+    lang = i18n.LANGUAGES.get(choice, "en")
+    legend = render.legend_html(i18n.legend_labels(lang), i18n.text("legend.note", lang))
+    return (i18n.text("intro", lang), *(gr.Tab(label=i18n.text(key, lang)) for key in i18n.TABS), legend, legend,
+            legend)
+
+
 def explain_tab() -> None:
     gr.Markdown("### The methods\n\n" + "\n\n".join(explain.method_text(n) for n in explain.METHOD_TEXT))
     gr.Markdown("### How much faster? (Leviathan et al., 2023)\nWith per-token acceptance **a**, **k** guesses "
@@ -607,19 +759,26 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         backend = EngineBackend(model_choices(limits.public), limits)
     with gr.Blocks(title="specviz: speculative decoding, round by round") as demo:
         cache = gr.State({})  # this session's baseline runs, reused for speedup and losslessness
-        gr.Markdown(INTRO)
+        with gr.Row():
+            intro = gr.Markdown(i18n.text("intro"), elem_id="intro")
+            language = gr.Radio(list(i18n.LANGUAGES), value="English", label="Language / 语言", scale=0,
+                                min_width=160, elem_id="language")
         c = controls(backend)
         with gr.Tabs():
-            with gr.Tab("Live run"):
-                live_tab(backend, c, cache)
-            with gr.Tab("Side by side"):
-                chosen = compare_tab(backend, c, cache)
-            with gr.Tab("Step by step (classroom)"):
+            with gr.Tab(i18n.text("tab.live")) as live:
+                live_legend = live_tab(backend, c, cache)
+            with gr.Tab(i18n.text("tab.compare")) as side:
+                chosen, compare_legend = compare_tab(backend, c, cache)
+            with gr.Tab(i18n.text("tab.step")) as step:
                 step_tab(backend, c)
-            with gr.Tab("How it works"):
+            with gr.Tab(i18n.text("tab.replay")) as replayed:
+                replay_legend = replay_tab()
+            with gr.Tab(i18n.text("tab.explain")) as how:
                 explain_tab()
-            with gr.Tab("API"):
+            with gr.Tab(i18n.text("tab.api")) as api:
                 gr.Markdown(API_TEXT.format(max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE, max_k=MAX_K))
+        language.change(language_outputs, language, [intro, live, side, step, replayed, how, api, live_legend,
+                                                     compare_legend, replay_legend], queue=False, **UI)
         c["method"].change(explain.method_text, c["method"], c["method_info"], queue=False, **UI)
         refresh = functools.partial(refresh_methods, backend)
         demo.load(refresh, c["model"], [c["method"], chosen], **MODEL)

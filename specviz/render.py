@@ -106,13 +106,17 @@ def stream_html(rounds: list[Round], empty: str = "The text appears here, round 
             f'line-height:2.1;white-space:pre-wrap;padding:8px;max-height:460px;overflow-y:auto">{body}</div>')
 
 
-def legend_html() -> str:
+LEGEND_NOTE = "│ starts a round; <sup>3/5</sup> = kept / guessed. Hover a token for its draft and target probability."
+
+
+def legend_html(labels: Optional[dict[str, str]] = None, note: str = LEGEND_NOTE) -> str:
+    """The colour key; `labels` (role -> text) and `note` (trusted HTML) translate it."""
+    labels = {**LABELS, **(labels or {})}
     samples = {ACCEPTED: " kept", REJECTED: " wrong", UNREACHED: " later", "bonus": " bonus"}
-    items = "".join(f'{token_span(samples[role], role, LABELS[role])} {html.escape(LABELS[role])}&nbsp;&nbsp; '
+    items = "".join(f'{token_span(samples[role], role, labels[role])} {html.escape(labels[role])}&nbsp;&nbsp; '
                     for role in samples)
     return (f'<div class="sv-legend" style="font-size:13px;line-height:2">{items}'
-            f'<span style="color:#6b7280">│ starts a round; <sup>3/5</sup> = kept / guessed. '
-            f"Hover a token for its draft and target probability.</span></div>")
+            f'<span style="color:#6b7280">{note}</span></div>')
 
 
 def emitted_pieces(r: Round) -> list[str]:

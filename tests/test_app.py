@@ -295,7 +295,7 @@ def test_compare_runs_the_baseline_first_and_ends_with_a_summary():
     outs = compare(backend, ["ngram", "eagle"])
     assert backend.calls == ["baseline", "ngram", "eagle"]
     final = outs[-1]
-    assert len(final) == 11
+    assert len(final) == 12
     status, first, second, third, fourth, table = final[:6]
     assert "done" in status and "ngram" in first["value"] and "eagle" in second["value"]
     assert first["visible"] and second["visible"] and not third["visible"] and not fourth["visible"]

@@ -109,6 +109,24 @@ def test_step_mode_narrates_one_round_per_click(page: Page, shots: Path):
     page.screenshot(path=str(shots / "browser_step_mode.png"), full_page=True)
 
 
+def test_a_demo_trace_replays_and_steps_without_a_run(page: Page, shots: Path):
+    page.get_by_role("tab", name="Replay a trace").click()
+    page.locator("#replay-button").click()
+    expect(page.locator("#replay-status")).to_contain_text("Trace", timeout=TIMEOUT_MS)
+    narration = page.locator("#replay-narration")
+    expect(narration).to_contain_text("Round 1", timeout=TIMEOUT_MS)
+    assert page.locator(".sv-column .sv-round").count() > 2
+    page.locator("#replay-next").click()
+    expect(narration).to_contain_text("Round 2")
+    page.screenshot(path=str(shots / "browser_replay.png"), full_page=True)
+    page.locator("#language").get_by_text("中文").click()
+    expect(page.get_by_role("tab", name="回放记录")).to_be_visible()
+    expect(page.locator("#intro")).to_contain_text("推测解码")
+    page.screenshot(path=str(shots / "browser_replay_zh.png"), full_page=True)
+    page.locator("#language").get_by_text("English").click()
+    expect(page.get_by_role("tab", name="Replay a trace")).to_be_visible()
+
+
 def test_stop_cancels_a_long_run_and_the_page_runs_again(page: Page):
     page.get_by_role("tab", name="Live run").click()
     set_prompt(page, "Count from 1 to 40, separated by commas.", max_new_tokens=400)
