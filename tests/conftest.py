@@ -80,3 +80,21 @@ def embedded() -> Target:
     from specviz.models import load_target
 
     return load_target()
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_medusa(seed: int = 0):
+    """Untrained Medusa heads with noise for tiny_target(seed) (never mutated: shared across tests)."""
+    from specviz.methods.medusa import random_heads
+
+    return random_heads(tiny_target(seed), n_heads=3, seed=seed)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_eagle(seed: int = 0, eagle3: bool = False, layers: int = 2):
+    """A random EAGLE head for tiny_target(seed, layers); EAGLE-3 with a draft vocabulary of even ids."""
+    from specviz.methods.eagle import bind, new_head
+
+    target = tiny_target(seed, layers)
+    draft_ids = torch.arange(0, TINY_VOCAB, 2) if eagle3 else None
+    return bind(new_head(target, eagle3=eagle3, draft_ids=draft_ids, seed=seed), target)

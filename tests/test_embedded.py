@@ -63,3 +63,31 @@ def test_bench_cli_writes_the_contract(tmp_path, embedded):
     hf = report["methods"]["hf_greedy"]  # transformers' own greedy must agree with our baseline
     assert hf["identical_to_baseline"] is True and hf["mean_accepted_tokens"] is None
     assert report["methods"]["hf_prompt_lookup"]["identical_to_baseline"] is True
+
+
+@pytest.mark.parametrize("method", ["eagle", "medusa", "draft"])
+def test_shipped_weights_are_lossless_and_help_on_the_embedded_model(embedded, method):
+    from specviz.methods import available_methods
+
+    assert method in available_methods(embedded), f"assets/{method} is missing or was trained for another target"
+    run = RunConfig(max_new_tokens=48, k=4)
+    plain = [t for r in generate(embedded, "baseline", PROMPTS[1], run, SamplingConfig()) for t in r.emitted]
+    rounds = list(generate(embedded, method, PROMPTS[1], run, SamplingConfig()))
+    assert [t for r in rounds for t in r.emitted] == plain
+    assert summarize(rounds)["mean_accepted_tokens"] > 1.2
+
+
+def test_shipped_draft_works_as_transformers_assistant_model(embedded):
+    import torch
+
+    from specviz.assets import shipped
+    from specviz.methods.draft import load_draft
+
+    draft = load_draft(shipped("draft"), embedded)
+    assert type(draft.model).__name__ == "LlamaForCausalLM"
+    ids = torch.tensor([embedded.encode_prompt(PROMPTS[2])])
+    kwargs = dict(attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24, pad_token_id=2)
+    with torch.inference_mode():
+        plain = embedded.model.generate(ids, **kwargs)
+        assisted = embedded.model.generate(ids, assistant_model=draft.model, **kwargs)
+    assert assisted.tolist() == plain.tolist()

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from conftest import TinyTokenizer, tiny_llama, tiny_target
+from conftest import TinyTokenizer, tiny_eagle, tiny_llama, tiny_medusa, tiny_target
 from specviz.config import MAX_K, RunConfig, SamplingConfig
 from specviz.engine import generate, speculate
 from specviz.events import ACCEPTED, FALLBACK, REJECTED, UNREACHED, summarize
@@ -39,7 +39,9 @@ def hf_greedy(target, prompt, max_new_tokens):
 
 
 def method_options(name, draft_target):
-    return {"draft": draft_target} if name == "draft" else {}
+    """What each method needs on a tiny random target (the shipped weights are for the embedded one)."""
+    return {"draft": {"draft": draft_target}, "medusa": {"heads": tiny_medusa(0)},
+            "eagle": {"head": tiny_eagle(0)}}.get(name, {})
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -229,8 +231,9 @@ class FailingProposer(Proposer):
 
 
 def test_a_failing_proposer_finishes_with_plain_decoding(target):
-    rounds = run(target, FailingProposer(fail_at=3), PROMPTS[0])
-    assert output(rounds) == output(run(target, "baseline", PROMPTS[0]))
+    rounds, plain = run(target, FailingProposer(fail_at=3), PROMPTS[0]), run(target, "baseline", PROMPTS[0])
+    assert output(rounds) == output(plain)
+    assert "".join(r.text for r in rounds) == "".join(r.text for r in plain)  # nothing streamed lost or repeated
     failed = [r for r in rounds if r.note and "simulated fault" in r.note]
     assert failed and all(r.mode == FALLBACK for r in rounds[failed[0].index:])
 
@@ -259,3 +262,15 @@ def test_a_draft_with_another_tokenizer_is_refused(target):
     smaller = wrap("tiny-small-vocab", tiny_llama(3, layers=1, vocab=64), TinyTokenizer(vocab_size=64))
     with pytest.raises(ValueError, match="vocabulary of 64"):
         make_proposer("draft", target, GREEDY, draft=smaller)
+
+
+def test_ngram_lookup_prefers_the_longest_most_recent_match_and_continues_repeats():
+    import numpy as np
+
+    from specviz.methods.ngram import lookup
+
+    assert lookup(np.array([4, 1, 2, 7, 1, 2, 8, 5, 1, 2]), 2, 3, 1) == [8, 5]  # most recent "1 2"
+    assert lookup(np.array([9, 1, 2, 3, 6, 2, 3, 7, 1, 2, 3]), 3, 3, 1) == [6, 2, 3]  # "1 2 3" beats "2 3"
+    assert lookup(np.array([7, 8, 7, 8, 7, 8]), 5, 3, 1) == [7, 8, 7, 8, 7]  # a repeat, continued
+    assert lookup(np.array([1, 2, 3, 4]), 4, 3, 1) == []
+    assert lookup(np.array([5, 6, 1, 5]), 2, 3, 2) == []  # only a 1-token match, below min_ngram

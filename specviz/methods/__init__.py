@@ -4,10 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ..assets import cached_load, mismatch, read_card, shipped, shipped_fits
 from ..config import SamplingConfig
 from ..models import Target
 from .base import Baseline, Proposer
-from .draft import DraftProposer
+from .draft import DraftProposer, load_draft
+from .eagle import EagleProposer, EagleWeights, TreeOptions, load_eagle
+from .medusa import MedusaProposer, MedusaWeights, load_medusa
 from .ngram import NgramOptions, NgramProposer
 
 
@@ -18,18 +21,51 @@ class Method:
     available: Callable[[Target], bool] = lambda target: True  # can it run on this target as loaded?
 
 
+def _shipped(method: str, target: Target, load: Callable[[Any, Target], Any]) -> Any:
+    """The weights that ship in assets/ for this method, loaded once per target (checked against it)."""
+    if not (shipped(method) / "card.json").is_file():
+        raise ValueError(f"method {method!r} has no shipped weights in {shipped(method)}: pass weights=FOLDER "
+                         f"or train them (python -m specviz.train {method})")
+    return cached_load(method, target, lambda: load(shipped(method), target))
+
+
 def _draft(target: Target, sampling: SamplingConfig, draft: Optional[Target] = None) -> Proposer:
+    """draft: a loaded draft model; none: the shipped draft for the embedded target."""
     if draft is None:
-        raise ValueError(f"method 'draft' needs a draft model with the tokenizer of {target.name!r}; "
-                         "none is loaded (pass one, e.g. --draft FOLDER)")
+        card = read_card(shipped("draft"))
+        why = "none ships" if card is None else mismatch(card, target)
+        if why:
+            raise ValueError(f"method 'draft' needs a draft model with the tokenizer of {target.name!r}; the "
+                             f"shipped one does not fit it ({why}): pass one, e.g. --draft FOLDER")
+        draft = _shipped("draft", target, load_draft)
     return DraftProposer(target, draft, sampling)
+
+
+def _medusa(target: Target, sampling: SamplingConfig, heads: Optional[MedusaWeights] = None,
+            weights: Optional[str] = None, nodes: int = 40, lookup: int = 0) -> Proposer:
+    """heads: loaded Medusa weights; weights: a folder, file or hub id; neither: the shipped heads.
+    lookup > 0 also grafts the prompt-lookup guess onto the tree (a hybrid, off by default)."""
+    if heads is None:
+        heads = load_medusa(weights, target) if weights else _shipped("medusa", target, load_medusa)
+    return MedusaProposer(heads, nodes, lookup)
+
+
+def _eagle(target: Target, sampling: SamplingConfig, head: Optional[EagleWeights] = None,
+           weights: Optional[str] = None, top_k: int = 8, nodes: int = 48, lookup: int = 0) -> Proposer:
+    """head: a loaded EAGLE head; weights: a checkpoint folder or hub id; neither: the shipped head.
+    lookup > 0 also grafts the prompt-lookup guess onto the tree (a hybrid, off by default)."""
+    if head is None:
+        head = load_eagle(weights, target) if weights else _shipped("eagle", target, load_eagle)
+    return EagleProposer(head, TreeOptions(top_k=top_k, nodes=nodes, lookup=lookup))
 
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("baseline", lambda target, sampling: Baseline()),
     Method("ngram", lambda target, sampling, max_ngram=3, min_ngram=1:
            NgramProposer(NgramOptions(max_ngram=max_ngram, min_ngram=min_ngram))),
-    Method("draft", _draft, available=lambda target: False),
+    Method("draft", _draft, available=lambda target: shipped_fits("draft", target)),
+    Method("medusa", _medusa, available=lambda target: shipped_fits("medusa", target)),
+    Method("eagle", _eagle, available=lambda target: shipped_fits("eagle", target)),
 )}
 METHODS = tuple(REGISTRY)
 

@@ -56,3 +56,38 @@ class DraftProposer(Proposer):
         if logits.shape[0] < self.vocab:
             logits = torch.cat([logits, logits.new_full((self.vocab - logits.shape[0],), float("-inf"))])
         return logits[: self.vocab]
+
+
+def load_draft(folder, target: Target) -> Target:
+    """A draft shipped without its embedding: an ordinary LlamaForCausalLM whose (tied) embedding is
+    the target's own tensor, shared, not copied. `python -m specviz.train draft --export` writes a
+    self-contained copy for transformers' assistant_model."""
+    import json
+    from pathlib import Path
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from ..assets import check_target, read_card, read_tensors
+    from ..models import wrap
+
+    folder = Path(folder)
+    card = read_card(folder)
+    if card is not None:
+        check_target(card, target, str(folder))
+    config = AutoConfig.for_model(**json.loads((folder / "config.json").read_text()))
+    state = read_tensors(folder / "model.safetensors")
+    embedding = target.model.get_input_embeddings().weight
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    state.setdefault("model.embed_tokens.weight", embedding.detach())
+    for i in range(getattr(config, "specviz_shared_target_layers", 0)):  # the target's own first layers
+        for key, value in target.model.model.layers[i].state_dict().items():
+            state.setdefault(f"model.layers.{i}.{key}", value.detach())
+    model.load_state_dict({k: v.to(target.dtype) for k, v in state.items()}, strict=False, assign=True)  # shares the target's tensors
+    model.model.embed_tokens.weight = embedding  # the target's tensor itself
+    model.tie_weights()
+    missing = [name for name, p in model.named_parameters() if p.is_meta]
+    if missing:
+        raise ValueError(f"{folder}: the draft's weights lack {', '.join(missing[:4])}")
+    model.model.rotary_emb = type(model.model.rotary_emb)(config)  # buffers are not in the file
+    return wrap(f"{target.name}:draft", model.to(target.device), target.tokenizer)

@@ -48,3 +48,21 @@ def lookup(ids: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list[int]
             period = len(ids) - start
             return [int(ids[start + j % period]) for j in range(k)]
     return []
+
+
+def graft(tree: Tree, chain: list[int]) -> Tree:
+    """Add a guessed chain under the root of a tree, sharing the nodes it already has (no duplicate
+    siblings); new nodes have no draft probability. Lets a model's tree also try a prompt-lookup guess."""
+    tokens, parents, probs = list(tree.tokens), list(tree.parents), list(tree.draft_probs)
+    children = tree.children()
+    node = -1
+    for token in chain:
+        match = next((c for c in children.get(node, []) if tokens[c] == token), None)
+        if match is None:
+            tokens.append(token)
+            parents.append(node)
+            probs.append(None)
+            match = len(tokens) - 1
+            children[node] = children.get(node, []) + [match]
+        node = match
+    return Tree(tokens, parents, probs)

@@ -1,0 +1,246 @@
+"""python -m specviz.train {features,eagle,medusa,draft,card}: self-distilled heads for the embedded target.
+
+  features  the target runs once over its own greedy answers (assets/train_data) and, optionally,
+            existing answer text from shared/data; features are cached under --work (resumable)
+  eagle     trains the EAGLE-2 head (reduced draft vocabulary) on the cached features
+  medusa    trains Medusa-1 heads (residual blocks on the shared LM head)
+  draft     distils a few of the target's layers into a standalone draft LM
+  card      writes the tau measured by `python -m specviz.bench --out FILE` into the shipped cards
+Each training run is seeded, resumable (checkpoint in --work), shows a progress bar, saves a loss
+curve PNG and writes safetensors + config.json + card.json into assets/{method}/ (or --out).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..assets import ASSETS, read_card, signature, write_json
+from .loop import LoopConfig, config_dict, plot, train
+
+LICENCE = ("Trained on answers that SmolLM2-135M-Instruct wrote itself (prompts from GSM8K train, MIT; Alpaca-1000 "
+           "and Code Alpaca, CC BY-NC 4.0; GPTeacher, MIT; T0 reading comprehension, CC BY / CC BY-SA / MIT per row; "
+           "SciTLDR, Apache-2.0 repo / unclear card; SGD, CC BY-SA 4.0; Rust book, MIT/Apache-2.0), plus, with "
+           "--human, those datasets' own answer text. Contains non-commercial data: fine for a teaching demo; "
+           "retrain on the permissive sources for commercial use. Never trained on Spec-Bench or MT-bench.")
+
+
+def default_work() -> Path:
+    from ..models import cache_dir
+
+    return cache_dir() / "train"
+
+
+def features_main(args: argparse.Namespace) -> int:
+    from ..models import load_target
+    from . import data, features
+
+    target = load_target()
+    rows = data.distilled()
+    if args.human:
+        rows += data.human_text(target, limit=args.human)
+    added = features.extract(target, rows, args.work / "features", batch_tokens=args.batch_tokens)
+    print(f"added {added} tokens of features in {args.work / 'features'}", file=sys.stderr)
+    return 0
+
+
+def _setup(args: argparse.Namespace):
+    from ..models import load_target
+    from . import features
+    from .heads import draft_vocabulary
+
+    torch.manual_seed(args.seed)
+    target = load_target()
+    folder = args.work / "features"
+    train_feats = features.load(folder, split="train", sources=args.sources)
+    try:
+        held = features.load(folder, split="heldout", sources="distill")  # measured on the target's own answers
+    except ValueError:
+        held = features.load(folder, split="heldout")  # none distilled cached yet: any held-out text
+    draft_ids = draft_vocabulary(train_feats, args.vocab, target.vocab_size)
+    data = {"sequences": len(train_feats.spans), "tokens": train_feats.n_tokens,
+            "distilled_sequences": sum(i.startswith("distill:") for i in train_feats.ids),
+            "human_sequences": sum(i.startswith("human:") for i in train_feats.ids),
+            "heldout_sequences": len(held.spans), "heldout_tokens": held.n_tokens, "sources": args.sources,
+            "draft_vocab": len(draft_ids)}
+    print(f"[train] {data}", file=sys.stderr)
+    return target, train_feats, held, draft_ids, data
+
+
+def _loop_config(args: argparse.Namespace) -> LoopConfig:
+    return LoopConfig(steps=args.steps, lr=args.lr, warmup=min(100, args.steps // 10), seed=args.seed,
+                      minutes=args.minutes, eval_every=args.eval_every, save_every=args.eval_every)
+
+
+def _card(method: str, target, data: dict, state: dict, args: argparse.Namespace, **extra) -> dict:
+    return {"method": method, "target": signature(target), "data": data,
+            "training": {"steps": state["step"], "seconds": round(state["seconds"]), "threads": torch.get_num_threads(),
+                         "loop": config_dict(_loop_config(args)),
+                         "args": {k: str(v) for k, v in vars(args).items() if k not in ("work", "out")}},
+            "heldout": state["evals"][-1] if state["evals"] else {}, "licence": LICENCE,
+            "made": time.strftime("%Y-%m-%d"), **extra}
+
+
+def _finish(name: str, state: dict, out: Path, args) -> None:
+    plot(state, out / "loss.png", name)
+    print(f"[train] {name}: {state['step']} steps in {state['seconds'] / 60:.1f} min; held-out {state['evals'][-1]}; "
+          f"weights in {out}", file=sys.stderr)
+
+
+def eagle_main(args: argparse.Namespace) -> int:
+    from ..methods.eagle import new_head, save_eagle
+    from .heads import eagle_loss, lm_rows, mean_metrics, sequence_batches
+
+    target, feats, held, draft_ids, data = _setup(args)
+    head = new_head(target, draft_ids=draft_ids, seed=args.seed).float()
+    if args.init_last_layer:
+        last = target.model.model.layers[-1]
+        head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
+        head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
+        head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
+    embed, rows = target.model.get_input_embeddings(), lm_rows(target, draft_ids)
+    loss = partial(eagle_loss, head, embed, rows, draft_ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight)
+    held_loss = partial(eagle_loss, head, embed, rows, draft_ids, steps=args.ttt)
+    evaluate = lambda: mean_metrics(held_loss, sequence_batches(held, args.batch_tokens, 0)(0))  # noqa: E731
+    state = train(head, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat),
+                  evaluate, _loop_config(args), args.work, "eagle")
+    save_eagle(args.out, head, _card("eagle", target, data, state, args,
+                                     architecture="EAGLE-2 (EAGLE-1 layer layout) with a reduced draft vocabulary (d2t)"))
+    _finish("eagle", state, args.out, args)
+    return 0
+
+
+def medusa_main(args: argparse.Namespace) -> int:
+    from ..methods.medusa import MedusaHeads, save_medusa
+    from .heads import lm_rows, mean_metrics, medusa_batches, medusa_loss, medusa_rank_accuracy
+
+    target, feats, held, draft_ids, data = _setup(args)
+    heads = MedusaHeads(target.model.config.hidden_size, args.heads, args.layers)
+    rows = lm_rows(target, draft_ids)
+    loss = partial(medusa_loss, heads, rows, draft_ids)
+    evaluate = lambda: mean_metrics(loss, medusa_batches(held, args.heads, 2048, 0)(0), limit=10)  # noqa: E731
+    state = train(heads, loss, medusa_batches(feats, args.heads, args.batch_tokens, args.seed, args.distill_repeat), evaluate,
+                  _loop_config(args), args.work, "medusa")
+    accuracy = medusa_rank_accuracy(heads, target.model.get_output_embeddings().weight.detach(), held)
+    print(f"[train] rank accuracy (held-out): {[[round(a, 3) for a in row[:4]] for row in accuracy]}", file=sys.stderr)
+    save_medusa(args.out, heads, _card("medusa", target, data, state, args, rank_accuracy=accuracy,
+                                       architecture=f"Medusa-1, {args.heads} heads x {args.layers} ResBlock, shared LM head"))
+    _finish("medusa", state, args.out, args)
+    return 0
+
+
+def draft_main(args: argparse.Namespace) -> int:
+    from safetensors.torch import save_file
+
+    from .draft import build_draft, draft_loss, trainable_state
+    from .heads import lm_rows, mean_metrics, sequence_batches
+
+    target, feats, held, draft_ids, data = _setup(args)
+    layers = [int(i) for i in args.draft_layers.split(",")]
+    model = build_draft(target, layers, args.shared)
+    rows = lm_rows(target, draft_ids)
+    loss = partial(draft_loss, model, rows, draft_ids)
+    evaluate = lambda: mean_metrics(loss, sequence_batches(held, args.batch_tokens, 0)(0))  # noqa: E731
+    state = train(model, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat),
+                  evaluate, _loop_config(args), args.work, "draft")
+    args.out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in trainable_state(model).items()},
+              str(args.out / "model.safetensors"))
+    write_json(args.out / "config.json", model.config.to_dict())
+    write_json(args.out / "card.json", _card(
+        "draft", target, data, state, args, layers_from_target=layers, shared_target_layers=args.shared,
+        architecture=f"LlamaForCausalLM of {len(layers)} layers started from the target's {layers}; the first "
+                     f"{args.shared} and the embedding/LM head are the target's own tensors (frozen, not stored), "
+                     "the others were distilled; `python -m specviz.train export-draft FOLDER` writes a "
+                     "self-contained copy for transformers' assistant_model"))
+    _finish("draft", state, args.out, args)
+    return 0
+
+
+def export_main(args: argparse.Namespace) -> int:
+    """A self-contained copy of the shipped draft (embedding included) for transformers' assistant_model."""
+    from ..methods.draft import load_draft
+    from ..models import load_target
+
+    target = load_target()
+    draft = load_draft(args.source, target)
+    draft.model.save_pretrained(args.folder)
+    target.tokenizer.save_pretrained(args.folder)
+    print(f"[train] wrote {args.folder}", file=sys.stderr)
+    return 0
+
+
+def card_main(args: argparse.Namespace) -> int:
+    """Copy each method's tau (overall and per category) from a bench JSON into its shipped card."""
+    report = json.loads(args.results.read_text())
+    for method, row in report["methods"].items():
+        card = read_card(ASSETS / method)
+        if card is None:
+            continue
+        card["bench"] = {"prompts": Path(report["prompts"]).name, "max_new_tokens": report["max_new_tokens"],
+                         "temperature": report["temperature"], "k": report["k"],
+                         "tau": round(row["mean_accepted_tokens"], 3),
+                         "identical_to_baseline": row["identical_to_baseline"],
+                         "speedup_cpu": round(row["speedup"], 3),
+                         "tau_by_category": {c: round(v["mean_accepted_tokens"], 3) for c, v in row["by_category"].items()}}
+        write_json(ASSETS / method / "card.json", card)
+        print(f"[train] {method}: tau {card['bench']['tau']}", file=sys.stderr)
+    return 0
+
+
+def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--work", type=Path, default=default_work(), help="feature cache and checkpoints")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 keeps the machine usable)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    feat = sub.add_parser("features", help="cache the target's features over the training data")
+    feat.add_argument("--human", type=int, default=0, help="also featurise this many human-written answers")
+    feat.add_argument("--batch-tokens", type=int, default=2048)
+    for name, steps, lr, batch in (("eagle", 3000, 1e-3, 4096), ("medusa", 1500, 1e-3, 2048), ("draft", 1500, 5e-4, 4096)):
+        p = sub.add_parser(name, help=f"train the {name} weights")
+        p.add_argument("--out", type=Path, default=ASSETS / name, help="where the weights and card go")
+        p.add_argument("--steps", type=int, default=steps)
+        p.add_argument("--minutes", type=float, default=25.0, help="stop after this long (0 = no limit)")
+        p.add_argument("--lr", type=float, default=lr)
+        p.add_argument("--batch-tokens", type=int, default=batch, help="tokens (positions for medusa) per batch")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--vocab", type=int, default=8192, help="draft vocabulary: rows scored in the loss")
+        p.add_argument("--sources", choices=("all", "distill", "human"), default="all")
+        p.add_argument("--eval-every", type=int, default=200)
+        p.add_argument("--distill-repeat", type=int, default=2, help="show the target's own answers this often per epoch")
+    sub.choices["eagle"].add_argument("--ttt", type=int, default=3, help="draft steps unrolled in training")
+    sub.choices["eagle"].add_argument("--noise", type=float, default=0.05, help="relative uniform feature noise")
+    sub.choices["eagle"].add_argument("--ce-weight", type=float, default=0.5)
+    sub.choices["eagle"].add_argument("--init-last-layer", action="store_true",
+                                      help="start the head's layer as a copy of the target's last layer")
+    sub.choices["medusa"].add_argument("--heads", type=int, default=4)
+    sub.choices["medusa"].add_argument("--layers", type=int, default=1)
+    sub.choices["draft"].add_argument("--draft-layers", default="0,1,2,3,4,5,28,29",
+                                      help="target layers the draft starts from")
+    sub.choices["draft"].add_argument("--shared", type=int, default=6,
+                                      help="the first SHARED of those stay the target's own (frozen, not stored)")
+    export = sub.add_parser("export-draft", help="write a self-contained draft folder for transformers")
+    export.add_argument("folder", type=Path)
+    export.add_argument("--source", type=Path, default=ASSETS / "draft")
+    card = sub.add_parser("card", help="record bench results in the shipped cards")
+    card.add_argument("results", type=Path, help="JSON written by python -m specviz.bench --out")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    commands = {"features": features_main, "eagle": eagle_main, "medusa": medusa_main, "draft": draft_main,
+                "export-draft": export_main, "card": card_main}
+    return commands[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

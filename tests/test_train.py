@@ -1,0 +1,129 @@
+"""The training pieces on a tiny random target: feature cache, losses that go down, resumable loop,
+and trained heads that the engine then accepts more often than untrained ones."""
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+
+from conftest import tiny_target
+from specviz.config import RunConfig, SamplingConfig
+from specviz.engine import speculate
+from specviz.events import summarize
+from specviz.methods.base import Baseline
+from specviz.methods.draft import DraftProposer
+from specviz.methods.eagle import EagleProposer, bind, new_head
+from specviz.methods.medusa import MedusaHeads, MedusaProposer, MedusaWeights, lm_weight_of
+from specviz.models import wrap
+from specviz.train import features
+from specviz.train.data import held_out
+from specviz.train.draft import build_draft, draft_loss, trainable_state
+from specviz.train.heads import (draft_vocabulary, eagle_loss, lm_rows, medusa_batches, medusa_loss,
+                                 medusa_rank_accuracy, sequence_batches, step_mask)
+from specviz.train.loop import LoopConfig, plot, train
+
+PROMPTS = [[1] + [3 + (7 * i + 5 * j) % 90 for j in range(6)] for i in range(24)]
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory):
+    """The tiny target's own greedy continuations, featurised once."""
+    target = tiny_target(0)
+    rows = []
+    with torch.inference_mode():
+        for i, prompt in enumerate(PROMPTS):
+            ids = torch.tensor([prompt])
+            out = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=40,
+                                        pad_token_id=0, eos_token_id=None)
+            rows.append({"id": f"distill:{i}", "source": "tiny", "tokens": out[0].tolist(), "answer_start": len(prompt)})
+    folder = tmp_path_factory.mktemp("features")
+    assert features.extract(target, rows, folder, batch_tokens=200, shard_tokens=300) == sum(len(r["tokens"]) for r in rows)
+    assert features.extract(target, rows, folder) == 0  # resumable: nothing new to do
+    return target, folder
+
+
+def test_feature_cache_holds_the_targets_greedy_tokens(cached):
+    target, folder = cached
+    train_feats = features.load(folder)
+    assert len(list(folder.glob("shard-*.safetensors"))) > 1
+    for a, b, answer in train_feats.spans:
+        assert torch.equal(train_feats.top1[answer - 1:b - 1], train_feats.tokens[answer:b])  # greedy answers
+    assert not any(held_out(i) for i in train_feats.ids)
+
+
+def test_step_mask_matches_the_draft_tree():
+    """Unrolled step 2 at position 5 sees true keys 0..3, its step-1 ancestor at 4 and itself."""
+    mask = step_mask(2, 8)
+    assert mask.shape == (8, 24)
+    assert mask[5, :8].nonzero().flatten().tolist() == [0, 1, 2, 3]
+    assert mask[5, 8:16].nonzero().flatten().tolist() == [4]
+    assert mask[5, 16:].nonzero().flatten().tolist() == [5]
+
+
+def _speculate(target, proposer):
+    rounds = list(speculate(target, proposer, PROMPTS[3], RunConfig(max_new_tokens=40, k=4), SamplingConfig()))
+    return summarize(rounds)["mean_accepted_tokens"], [t for r in rounds for t in r.emitted]
+
+
+def test_eagle_training_lowers_the_loss_resumes_and_helps(cached, tmp_path):
+    target, folder = cached
+    feats = features.load(folder)
+    draft_ids = draft_vocabulary(feats, 64, target.vocab_size)
+    head = new_head(target, draft_ids=draft_ids)
+    loss = partial(eagle_loss, head, target.model.get_input_embeddings(), lm_rows(target, draft_ids).double(),
+                   draft_ids, steps=2, noise=0.05)
+    batches = sequence_batches(feats, 256, seed=0)
+    before = float(loss(next(batches(0)))[0].detach())
+    config = LoopConfig(steps=30, lr=3e-3, warmup=3, save_every=15, eval_every=15)
+    state = train(head, loss, batches, lambda: {}, LoopConfig(**{**config.__dict__, "steps": 15}), tmp_path, "eagle")
+    assert state["step"] == 15
+    state = train(head, loss, batches, lambda: {}, config, tmp_path, "eagle")  # resumes at 15
+    assert state["step"] == 30 and len(state["history"]) == 30
+    assert float(loss(next(batches(0)))[0].detach()) < before
+    plot(state, tmp_path / "loss.png", "eagle")
+    assert (tmp_path / "loss.png").stat().st_size > 1000
+    trained, text = _speculate(target, EagleProposer(bind(head, target)))
+    untrained, same = _speculate(target, EagleProposer(bind(new_head(target, draft_ids=draft_ids), target)))
+    assert text == same and trained > untrained
+
+
+def test_medusa_training_lowers_the_loss_and_measures_rank_accuracy(cached, tmp_path):
+    target, folder = cached
+    feats = features.load(folder)
+    draft_ids = torch.arange(target.vocab_size)
+    heads = MedusaHeads(target.model.config.hidden_size, 3).double()
+    loss = partial(medusa_loss, heads, lm_rows(target, draft_ids).double(), draft_ids)
+    batches = medusa_batches(feats, 3, 128, seed=0)
+    before = float(loss(next(batches(0)))[0].detach())
+    train(heads, loss, batches, lambda: {}, LoopConfig(steps=40, lr=1e-2, warmup=4), tmp_path, "medusa")
+    assert float(loss(next(batches(0)))[0].detach()) < before
+    accuracy = medusa_rank_accuracy(heads, lm_weight_of(target), feats, top_k=4)
+    assert len(accuracy) == 3 and all(len(row) == 4 and 0 <= min(row) <= max(row) <= 1 for row in accuracy)
+    weights = MedusaWeights(heads.eval().requires_grad_(False), accuracy, lm_weight_of(target))
+    tau, text = _speculate(target, MedusaProposer(weights, nodes=16))
+    assert tau > 1.0 and text == _speculate(target, MedusaProposer(weights, nodes=1))[1]
+
+
+def test_draft_is_an_ordinary_causal_lm_on_the_targets_embedding(cached, tmp_path):
+    target, folder = cached
+    feats = features.load(folder)
+    draft_ids = torch.arange(target.vocab_size)
+    with pytest.raises(ValueError, match="shared layers must be the target's first"):
+        build_draft(target, [1, 0], shared=1)
+    model = build_draft(target, [0, 1], shared=1).double()
+    assert model.model.layers[0].self_attn.q_proj.weight.data_ptr() == target.model.model.layers[0].self_attn.q_proj.weight.data_ptr()
+    with torch.no_grad():  # perturb the copied layer so that the draft starts imperfect
+        for p in model.model.layers[1].parameters():
+            p.add_(0.3 * torch.randn_like(p) * p.std())
+    assert model.model.embed_tokens.weight is target.model.model.embed_tokens.weight  # shared, not copied
+    loss = partial(draft_loss, model, lm_rows(target, draft_ids).double(), draft_ids)
+    batches = sequence_batches(feats, 512, seed=0)
+    before = float(loss(next(batches(0)))[0].detach())
+    train(model, loss, batches, lambda: {}, LoopConfig(steps=20, lr=3e-3, warmup=2), tmp_path, "draft")
+    assert float(loss(next(batches(0)))[0].detach()) < before
+    assert not model.model.embed_tokens.weight.requires_grad and not model.model.layers[0].mlp.up_proj.weight.requires_grad
+    assert sorted({k.split(".")[2] for k in trainable_state(model) if k.startswith("model.layers.")}) == ["1"]
+    draft = wrap("tiny-draft", model, target.tokenizer)
+    _, text = _speculate(target, DraftProposer(target, draft, SamplingConfig()))
+    assert text == _speculate(target, Baseline())[1]
