@@ -264,11 +264,13 @@ def identical_label(rounds: list[Round], base: Optional[list[Round]], greedy: bo
         return "—"
     if not greedy:
         return "n/a (sampling)"
-    a, b = render.run_ids(rounds), render.run_ids(base)
-    if a == b:
-        return "yes"
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return f"no (token {first + 1})"
+    check = render.agreement(rounds, base)
+    if check.first_difference is not None:
+        return f"no (token {check.first_difference + 1})"
+    if check.short and rounds is not base:
+        who = "baseline" if check.short == "baseline" else "this run"
+        return f"yes ({who} stopped early at {check.compared} tokens: compared the first {check.compared})"
+    return "yes"
 
 
 def speedup_of(rounds: list[Round], base: Optional[list[Round]]) -> Optional[float]:

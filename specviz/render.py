@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 from specviz.events import ACCEPTED, FALLBACK, REJECTED, UNREACHED, Round, depth_of
@@ -297,6 +298,41 @@ def run_ids(rounds: list[Round]) -> list[int]:
     return [t for r in rounds for t in r.emitted]
 
 
+def stopped_early(rounds: list[Round]) -> bool:
+    """True when a run ended before its natural end: cut by the time budget, or stopped mid-way."""
+    return bool(rounds) and (not rounds[-1].finished or rounds[-1].stop_reason == "time_budget")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How a speculative run's tokens compare with the baseline's.
+
+    A run cut short (time budget, stop) is compared on the common prefix only: its text so far is
+    correct, just shorter, so a length difference is no difference. A length difference counts only
+    when the shorter run ended on its own (an end-of-sequence token the other run did not produce)."""
+
+    first_difference: Optional[int]  # 0-based index of the first differing token; None: they agree
+    compared: int  # how many tokens were compared
+    short: Optional[str]  # "baseline" or "run": which one stopped early, when the comparison is partial
+    lengths: tuple[int, int]  # (run tokens, baseline tokens)
+
+
+def agreement(spec: list[Round], base: list[Round]) -> Agreement:
+    a, b = run_ids(spec), run_ids(base)
+    n = min(len(a), len(b))
+    first = next((i for i in range(n) if a[i] != b[i]), None)
+    short = None
+    if len(a) != len(b):
+        shorter, name = (base, "baseline") if len(b) < len(a) else (spec, "run")
+        if stopped_early(shorter):
+            short = name
+        elif first is None:
+            first = n
+    elif stopped_early(base) or stopped_early(spec):
+        short = "baseline" if stopped_early(base) else "run"
+    return Agreement(first, n if first is None else first + 1, short, (len(a), len(b)))
+
+
 def lossless_markdown(spec: list[Round], base: list[Round], greedy: bool) -> str:
     """Whether a speculative run's tokens equal the baseline's, or where they first differ."""
     if not spec or not base:
@@ -304,13 +340,17 @@ def lossless_markdown(spec: list[Round], base: list[Round], greedy: bool) -> str
     if not greedy:
         return ("*Sampling (temperature > 0): speculative decoding keeps the target's distribution, not "
                 "the exact text, so the two texts differ by chance. Set temperature 0 to compare them.*")
-    a, b = run_ids(spec), run_ids(base)
-    n = min(len(a), len(b))
-    first = next((i for i in range(n) if a[i] != b[i]), None)
-    if first is None and len(a) == len(b):
-        return f"✓ **Identical to the baseline**: all {len(a)} tokens match, as speculative decoding promises."
+    check = agreement(spec, base)
+    first = check.first_difference
+    if first is None and check.short:
+        who = "the baseline" if check.short == "baseline" else "this run"
+        return (f"✓ **Identical to the baseline on the first {check.compared} tokens**: {who} stopped early "
+                f"at {check.compared} tokens (time budget or stop), so only those were compared.")
     if first is None:
-        return (f"✗ Same first {n} tokens; one run stopped earlier ({len(a)} against {len(b)} tokens).")
+        return f"✓ **Identical to the baseline**: all {check.compared} tokens match, as speculative decoding promises."
+    a, b = check.lengths
+    if first == min(a, b):
+        return f"✗ Same first {first} tokens; one run ended earlier ({a} against {b} tokens)."
     pa, pb = [p for r in spec for p in emitted_pieces(r)], [p for r in base for p in emitted_pieces(r)]
     context = "".join(pa[max(0, first - 12):first])
     return (f"✗ **First difference at token {first + 1}**: after …{_q(context)} the speculative run wrote "

@@ -333,6 +333,38 @@ def test_compare_marks_a_different_text():
     assert final[5][1][-1] == "no (token 4)"
 
 
+class SlowBaseline(FakeBackend):
+    """The baseline passes the time budget after three rounds (as on a busy machine); other methods finish."""
+
+    def stream(self, req):
+        for r in super().stream(req):
+            if req.method == "baseline" and r.index == 2:
+                yield replace(r, finished=True, stop_reason="time_budget")
+                return
+            yield r
+
+
+def test_a_baseline_cut_by_the_time_budget_is_compared_on_its_prefix_only():
+    cut = sum(len(r.emitted) for r in list(canned_run("baseline", 24, 4))[:3])
+    final = compare(SlowBaseline(), ["baseline", "ngram"])[-1]
+    label = final[5][1][-1]
+    assert not label.startswith("no") and f"baseline stopped early at {cut} tokens: compared the first {cut}" in label
+    lossless = single(SlowBaseline())[-1][11]
+    assert f"Identical to the baseline on the first {cut} tokens" in lossless and "baseline stopped early" in lossless
+    wrong = SlowBaseline(wrong_at=1)  # a real difference inside the common prefix is still reported
+    assert compare(wrong, ["baseline", "ngram"])[-1][5][1][-1] == "no (token 2)"
+
+
+def test_a_run_cut_by_the_time_budget_is_compared_on_its_prefix_only():
+    base = list(canned_run("baseline", 24, 4))
+    run = list(OverTime().stream(app.Request("hi", "ngram", "m", RunConfig(max_new_tokens=24), SamplingConfig())))
+    n = run[-1].tokens_so_far
+    assert app.identical_label(run, base, True) == f"yes (this run stopped early at {n} tokens: compared the first {n})"
+    assert "this run stopped early" in render.lossless_markdown(run, base, True)
+    ended = replace(run[-1], stop_reason="eos")  # a run that ended on its own, shorter: a real difference
+    assert app.identical_label(run[:-1] + [ended], base, True) == f"no (token {n + 1})"
+
+
 # --- step mode -----------------------------------------------------------------------------------------
 
 def test_step_mode_reveals_one_round_per_click():
