@@ -34,6 +34,7 @@ def read_prompts(path: Path, limit: Optional[int] = None) -> list[dict[str, str]
     return prompts[:limit] if limit else prompts
 
 
+DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 Runner = Callable[[str], dict[str, Any]]  # prompt text -> {text, new_tokens, rounds, elapsed_s, proposed/accepted}
 
 
@@ -154,6 +155,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--model", default=None, help="target: a local folder or hub id (default: the embedded model)")
     parser.add_argument("--draft", default=None, help="draft model for method 'draft': a local folder or hub id")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="auto",
+                        help="weights' dtype (auto: float32 on CPU, bfloat16 on CUDA)")
+    parser.add_argument("--random-init", action="store_true",
+                        help="--model is a folder with config.json + tokenizer only: time a randomly initialised model "
+                             "of that shape (its text is meaningless, its speed is the shape's)")
     parser.add_argument("--compare-hf", action="store_true",
                         help="add transformers generate() rows: hf_greedy, hf_prompt_lookup, hf_assisted (with the draft)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
@@ -175,7 +181,7 @@ def bench_from_args(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .methods import METHODS
-    from .models import load_target
+    from .models import load_target, random_target
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -191,7 +197,10 @@ def bench_from_args(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; known methods: {', '.join(METHODS)}")
-    target = load_target(args.model)
+    if args.random_init and not args.model:
+        raise ValueError("--random-init needs --model FOLDER (a config.json and a tokenizer)")
+    dtype = DTYPES[args.dtype]
+    target = random_target(args.model, dtype=dtype) if args.random_init else load_target(args.model, dtype=dtype)
     options = {"draft": {"draft": load_target(args.draft)}} if args.draft else {}
     runners = {name: engine_runner(target, name, run, sampling, options.get(name, {}))
                for name in ["baseline"] + [m for m in methods if m != "baseline"]}
@@ -200,8 +209,12 @@ def bench_from_args(args: argparse.Namespace) -> int:
     with tqdm(total=len(prompts) * len(runners), desc="bench", unit="run", file=sys.stderr) as progress:
         results = run_bench(prompts, runners, sampling.greedy, progress)
     print(format_table(results))
+    memory = peak_memory_mb(target.device)
+    print(f"\npeak memory: {memory:.0f} MB ({describe_device(target.device)}, {target.dtype}); "
+          f"model weights {model_mb(target.model):.0f} MB")
     if args.out:
-        report = {"model": target.name, "device": describe_device(target.device),
+        report = {"model": target.name, "device": describe_device(target.device), "dtype": str(target.dtype),
+                  "peak_memory_mb": round(memory), "weights_mb": round(model_mb(target.model)),
                   "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "k": args.k,
                   "threads": torch.get_num_threads(), "prompts": str(args.prompts), "methods": results}
         args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
@@ -222,6 +235,19 @@ def hf_runners(target, run: RunConfig, sampling: SamplingConfig, draft_options: 
     else:
         runners["hf_assisted"] = hf_runner(target, run, sampling, assistant_model=draft_model)
     return runners
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory of this process: GPU memory allocated on CUDA, resident set size on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2 ** 20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def model_mb(model: torch.nn.Module) -> float:
+    return sum(t.numel() * t.element_size() for t in {id(p): p for p in model.parameters()}.values()) / 2 ** 20
 
 
 def describe_device(device: torch.device) -> str:

@@ -205,6 +205,20 @@ def load_target(name: Optional[str] = None, device: Optional[torch.device] = Non
     return _load_pretrained(name, device, dtype)
 
 
+def random_target(folder: str, device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None,
+                  seed: int = 0) -> Target:
+    """A randomly initialised model of a folder's shape (config.json + tokenizer, no weights needed):
+    for timing on a machine the weights cannot reach. Its text is meaningless; its speed is the shape's."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    torch.manual_seed(seed)
+    config = AutoConfig.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return wrap(f"random-init:{Path(folder).name}", model.to(device).eval(), AutoTokenizer.from_pretrained(folder))
+
+
 def _load_pretrained(name: str, device: torch.device, dtype: torch.dtype) -> Target:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
