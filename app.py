@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import gradio as gr
 import torch
@@ -142,72 +142,82 @@ def shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _as_int(value: Any, name: str, low: int, high: int) -> int:
+def error(key: str, lang: str, **values: Any) -> gr.Error:
+    """A message for the user, in their language."""
+    return gr.Error(i18n.text(key, lang, **values))
+
+
+def _as_int(value: Any, name: str, low: int, high: int, lang: str = "en") -> int:
+    bad = error("err.int", lang, name=name, low=low, high=high, value=shown(value))
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {shown(value)}")
+        raise bad
     try:
         number = float(value)
     except ValueError:
-        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {shown(value)}") from None
+        raise bad from None
     if not number.is_integer() or not low <= number <= high:
-        raise gr.Error(f"{name} must be a whole number from {low} to {high}, got {shown(value)}")
+        raise bad
     return int(number)
 
 
-def _as_float(value: Any, name: str, low: float, high: float, low_open: bool = False) -> float:
-    bounds = f"{'above' if low_open else 'from'} {low} {'and at most' if low_open else 'to'} {high}"
+def _as_float(value: Any, name: str, low: float, high: float, low_open: bool = False, lang: str = "en") -> float:
+    bounds = i18n.text("err.bounds.above" if low_open else "err.bounds.from", lang, low=low, high=high)
+    bad = error("err.float", lang, name=name, bounds=bounds, value=shown(value))
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise gr.Error(f"{name} must be a number {bounds}, got {shown(value)}") from None
+        raise bad from None
     if isinstance(value, bool) or math.isnan(number) or not low <= number <= high or (low_open and number == low):
-        raise gr.Error(f"{name} must be a number {bounds}, got {shown(value)}")
+        raise bad
     return number
 
 
 def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperature: Any, top_p: Any,
-             max_new_tokens: Any, seed: Any, model: Any) -> Request:
-    """Raw inputs -> a Request, or gr.Error with a message a user can act on.
+             max_new_tokens: Any, seed: Any, model: Any, lang: str = "en") -> Request:
+    """Raw inputs -> a Request, or gr.Error with a message a user can act on (in `lang`).
 
     The model is checked against the offered choices before anything is loaded."""
     limits = backend.limits
     if not isinstance(prompt, str) or not prompt.strip():
-        raise gr.Error("The prompt is empty: type a prompt or pick an example.")
+        raise error("err.prompt_empty", lang)
     if len(prompt) > limits.max_prompt_chars:
-        raise gr.Error(f"The prompt is {len(prompt)} characters long; the limit is {limits.max_prompt_chars}.")
-    if model not in backend.models:
-        raise gr.Error(f"Unknown model {shown(model)}; choose one of: {', '.join(backend.models)}.")
-    with user_errors():
+        raise error("err.prompt_long", lang, n=len(prompt), limit=limits.max_prompt_chars)
+    check_model(backend, model, lang)
+    with user_errors(lang):
         methods = backend.methods(model)
     if method not in methods:
-        raise gr.Error(f"Unknown method {shown(method)}; choose one of: {', '.join(methods)}.")
-    run = RunConfig(max_new_tokens=_as_int(max_new_tokens, "max_new_tokens", 1, limits.max_new_tokens),
-                    k=_as_int(k, "k", 1, MAX_K), time_budget_s=limits.time_budget_s)
-    sampling = SamplingConfig(temperature=_as_float(temperature, "temperature", 0.0, MAX_TEMPERATURE),
-                              top_p=_as_float(top_p, "top_p", 0.0, 1.0, low_open=True),
-                              seed=_as_int(seed, "seed", 0, 2**31 - 1))
+        raise error("err.method", lang, method=shown(method), choices=", ".join(methods))
+    run = RunConfig(max_new_tokens=_as_int(max_new_tokens, "max_new_tokens", 1, limits.max_new_tokens, lang),
+                    k=_as_int(k, "k", 1, MAX_K, lang), time_budget_s=limits.time_budget_s)
+    sampling = SamplingConfig(temperature=_as_float(temperature, "temperature", 0.0, MAX_TEMPERATURE, lang=lang),
+                              top_p=_as_float(top_p, "top_p", 0.0, 1.0, low_open=True, lang=lang),
+                              seed=_as_int(seed, "seed", 0, 2**31 - 1, lang))
     return Request(prompt, method, model, replace(run, k_max=max(run.k, run.k_max)), sampling)
 
 
+def check_model(backend: EngineBackend, model: Any, lang: str = "en") -> None:
+    if model not in backend.models:
+        raise error("err.model", lang, model=shown(model), choices=", ".join(backend.models))
+
+
 @contextlib.contextmanager
-def user_errors() -> Iterator[None]:
+def user_errors(lang: str = "en") -> Iterator[None]:
     """Engine and model errors reach the user as a readable message instead of a broken page.
 
     Nothing of a failed request survives it: models are read-only, per-run state dies with the run."""
     try:
         yield
     except (ValueError, ModelLoadError) as err:
-        raise gr.Error(str(err)) from err
+        raise error("err.engine", lang, message=str(err)) from err
     except (torch.OutOfMemoryError, MemoryError) as err:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        raise gr.Error("The server ran out of memory on this request: ask for fewer tokens or a shorter "
-                       "prompt. The next request starts afresh.") from err
+        raise error("err.memory", lang) from err
 
 
-def rounds_of(backend: EngineBackend, req: Request) -> Iterator[Round]:
+def rounds_of(backend: EngineBackend, req: Request, lang: str = "en") -> Iterator[Round]:
     """The engine's stream, closed when the consumer stops (the stop button, a closed page)."""
-    with user_errors(), contextlib.closing(backend.stream(req)) as stream:
+    with user_errors(lang), contextlib.closing(backend.stream(req)) as stream:
         yield from stream
 
 
@@ -219,15 +229,17 @@ def acceptance_text(metrics: dict) -> str:
     return f"{metrics['acceptance_rate']:.0%}" if metrics["proposed_tokens"] else "—"
 
 
-def status_line(label: str, rounds: list[Round], done: bool) -> str:
+def status_line(label: str, rounds: list[Round], done: bool, lang: str = "en") -> str:
     if not rounds:
-        return f"**{label}**: starting…"
+        return i18n.text("status.starting", lang, label=label)
     m, last = summarize(rounds), rounds[-1]
-    state = f"done ({last.stop_reason})" if last.finished else ("stopped" if done else "running")
+    state = (i18n.text("status.done", lang, reason=i18n.term("stop", last.stop_reason, lang)) if last.finished
+             else i18n.text("status.stopped" if done else "status.running", lang))
     if last.stop_reason == "time_budget":
-        state = "ended early: past the server's time budget (the text so far is correct, only shorter)"
-    return (f"**{label}** · {state} · {render.round_summary(last)} · {m['new_tokens']} tokens in "
-            f"{m['rounds']} rounds · {m['tokens_per_s']:.1f} tokens/s · acceptance {acceptance_text(m)}")
+        state = i18n.text("status.time_budget", lang)
+    return i18n.text("status.line", lang, label=label, state=state, summary=render.round_summary(last, lang),
+                     tokens=m["new_tokens"], rounds=m["rounds"], tps=f"{m['tokens_per_s']:.1f}",
+                     acceptance=acceptance_text(m))
 
 
 class Throttle:
@@ -251,26 +263,31 @@ def remember(cache: dict, key: str, rounds: list[Round], keep: int = 4) -> dict:
     return dict(list(cache.items())[-keep:])
 
 
-def growing(backend: EngineBackend, req: Request) -> Iterator[list[Round]]:
+def growing(backend: EngineBackend, req: Request, lang: str = "en") -> Iterator[list[Round]]:
     """The run's rounds so far, after each new round."""
     rounds: list[Round] = []
-    for r in rounds_of(backend, req):
+    for r in rounds_of(backend, req, lang):
         rounds.append(r)
         yield rounds
 
 
-def identical_label(rounds: list[Round], base: Optional[list[Round]], greedy: bool) -> str:
+def greedy_run(rounds: list[Round]) -> bool:
+    """Whether a recorded run used greedy acceptance (temperature 0), read from its records."""
+    return not rounds or rounds[0].temperature == 0
+
+
+def identical_label(rounds: list[Round], base: Optional[list[Round]], greedy: bool, lang: str = "en") -> str:
+    """The summary table's "identical to baseline" cell. A run cut short is compared on its prefix."""
     if not base:
         return "—"
     if not greedy:
-        return "n/a (sampling)"
+        return i18n.text("identical.sampling", lang)
     check = render.agreement(rounds, base)
     if check.first_difference is not None:
-        return f"no (token {check.first_difference + 1})"
+        return i18n.text("identical.no", lang, n=check.first_difference + 1)
     if check.short and rounds is not base:
-        who = "baseline" if check.short == "baseline" else "this run"
-        return f"yes ({who} stopped early at {check.compared} tokens: compared the first {check.compared})"
-    return "yes"
+        return i18n.text("identical.prefix", lang, who=i18n.text(f"who.{check.short}", lang), n=check.compared)
+    return i18n.text("identical.yes", lang)
 
 
 def speedup_of(rounds: list[Round], base: Optional[list[Round]]) -> Optional[float]:
@@ -278,225 +295,268 @@ def speedup_of(rounds: list[Round], base: Optional[list[Round]]) -> Optional[flo
     return summarize(rounds, base_tps)["speedup"] if rounds else None
 
 
-def inspect_round(rounds: list[Round], number: Any) -> tuple[str, list[list]]:
+def inspect_round(rounds: list[Round], number: Any, language: str = "English") -> tuple[str, dict]:
     """The tree picture and token table of round `number` (1-based; clamped to the run)."""
+    lang = i18n.code(language)
     if not rounds:
-        return "", []
+        return "", render.table("headers.tokens", [], lang)
     r = rounds[min(max(int(number or len(rounds)), 1), len(rounds)) - 1]
-    return render.tree_svg(r), render.token_rows(r)
+    return render.tree_svg(r, lang=lang), render.table("headers.tokens", render.token_rows(r, lang), lang)
 
 
 # --- live run ---------------------------------------------------------------------------------------
 
 RUN_FIELDS = ("status", "stream", "text", "acceptance", "histogram", "speed", "timeline", "table", "pick",
-              "tree", "tokens", "lossless", "formula", "last_run", "cache")  # the live tab's outputs, in order
+              "tree", "tokens", "lossless", "formula", "last_run", "base", "cache")  # the live tab's outputs
+
+
+def live_status(rounds: list[Round], base: Optional[list[Round]], done: bool, lang: str) -> str:
+    """The live run's status line, with the speedup once a finished run has a baseline."""
+    if not rounds:
+        return ""
+    method = rounds[0].method
+    status = status_line(method, rounds, done, lang)
+    speedup = speedup_of(rounds, base) if done and method != "baseline" else None
+    return status + (i18n.text("status.speedup", lang, speedup=f"{speedup:.2f}") if speedup else "")
+
+
+def live_checks(rounds: list[Round], base: Optional[list[Round]], lang: str) -> tuple[str, str]:
+    """The finished live run's losslessness check and its filled-in formula."""
+    if not rounds:
+        return "", ""
+    method = rounds[0].method
+    lossless = (i18n.text("lossless.self", lang) if method == "baseline"
+                else render.lossless_markdown(rounds, base, greedy_run(rounds), lang) if base
+                else i18n.text("lossless.tick", lang))
+    speedup = speedup_of(rounds, base) if method != "baseline" else None
+    return lossless, explain.formula_markdown(rounds, speedup, lang)
 
 
 def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]], refresh: bool,
-                   final: bool = False, cache: Optional[dict] = None, note: str = "") -> tuple:
+                   final: bool = False, cache: Optional[dict] = None, note: str = "", lang: str = "en") -> tuple:
     """Values for RUN_FIELDS; gr.skip() where nothing needs sending this time."""
     skip = gr.skip()
-    status = note or status_line(req.method, rounds, final)
-    speedup = speedup_of(rounds, base) if final and req.method != "baseline" else None
-    status += f" · **{speedup:.2f}× the baseline's speed**" if speedup else ""
-    head = (status, render.stream_html(rounds))
+    status = note or (live_status(rounds, base, final, lang) if rounds
+                      else i18n.text("status.starting", lang, label=req.method))
+    head = (status, render.stream_html(rounds, lang=lang))
     if not refresh:
         return head + (skip,) * (len(RUN_FIELDS) - len(head))
-    runs = {req.method: rounds}
-    tree, tokens = inspect_round(rounds, len(rounds))
-    more = (full_text(rounds), *charts.all_figures(runs, base), render.round_rows(rounds),
-            gr.Number(value=len(rounds), maximum=len(rounds)),
-            tree, tokens)
+    tree, tokens = inspect_round(rounds, len(rounds), lang)
+    more = (full_text(rounds), *charts.all_figures({req.method: rounds}, base, lang),
+            render.table("headers.rounds", render.round_rows(rounds, lang), lang),
+            gr.Number(value=len(rounds), maximum=len(rounds)), tree, tokens)
     if not final:
-        return head + more + (skip, skip, rounds, skip)
-    greedy = req.sampling.greedy
-    lossless = ("*This is the baseline itself.*" if req.method == "baseline"
-                else render.lossless_markdown(rounds, base, greedy) if base
-                else "*Tick 'compare with the baseline' to check the text against plain decoding.*")
-    formula = explain.formula_markdown(rounds, speedup)
-    return head + more + (lossless, formula, rounds, cache)
+        return head + more + (skip, skip, rounds, skip, skip)
+    return head + more + (*live_checks(rounds, base, lang), rounds, base, cache)
 
 
 def run_single(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
-               with_baseline, cache) -> Iterator[tuple]:
+               with_baseline, cache, language: str = "English") -> Iterator[tuple]:
     """Stream one method round by round, then (optionally) the baseline for speedup and losslessness."""
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model)
+    lang = i18n.code(language)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang)
     tick, rounds, cache = Throttle(), [], dict(cache or {})
-    for rounds in growing(backend, req):
-        yield single_outputs(req, rounds, None, tick(force=rounds[-1].finished))
+    for rounds in growing(backend, req, lang):
+        yield single_outputs(req, rounds, None, tick(force=rounds[-1].finished), lang=lang)
     base = None
     if req.method == "baseline":
         base, cache = rounds, remember(cache, req.baseline_key(), rounds)
     elif with_baseline:
         base = cache.get(req.baseline_key())
         if base is None:
-            for base in growing(backend, replace(req, method="baseline")):
+            for base in growing(backend, replace(req, method="baseline"), lang):
                 if tick():
-                    note = (f"{status_line(req.method, rounds, True)}  \n"
-                            f"now the baseline for comparison: {len(base)} tokens…")
-                    yield single_outputs(req, rounds, None, False, note=note)
+                    note = (f"{status_line(req.method, rounds, True, lang)}  \n"
+                            + i18n.text("status.baseline_now", lang, n=len(base)))
+                    yield single_outputs(req, rounds, None, False, note=note, lang=lang)
             cache = remember(cache, req.baseline_key(), base)
-    yield single_outputs(req, rounds, base, True, final=True, cache=cache)
+    yield single_outputs(req, rounds, base, True, final=True, cache=cache, lang=lang)
 
 
 # --- side by side -----------------------------------------------------------------------------------
 
-def column_html(label: str, rounds: list[Round], state: str) -> str:
+def column_html(label: str, rounds: list[Round], state: str, lang: str = "en") -> str:
     return (f'<div style="font-weight:600;font-size:16px">{label}</div>'
-            f'<div style="font-size:12px;color:#6b7280">{state}</div>{render.stream_html(rounds, "waiting…")}')
+            f'<div style="font-size:12px;color:#6b7280">{state}</div>'
+            f'{render.stream_html(rounds, i18n.text("column.waiting", lang), lang=lang)}')
 
 
-SUMMARY_HEADERS = ["method", "tau (tokens/round)", "acceptance rate", "tokens/s", "speedup", "identical to baseline"]
-
-
-def summary_rows(runs: dict[str, list[Round]], base: Optional[list[Round]], greedy: bool) -> list[list]:
+def summary_rows(runs: dict[str, list[Round]], base: Optional[list[Round]], greedy: bool,
+                 lang: str = "en") -> list[list]:
     rows = []
     for label, rounds in ({"baseline": base, **runs} if base else runs).items():
         m, speedup = summarize(rounds), speedup_of(rounds, base)
         rows.append([label, round(m["mean_accepted_tokens"], 2), acceptance_text(m),
                      round(m["tokens_per_s"], 1), f"{speedup:.2f}×" if speedup else "—",
-                     identical_label(rounds, base, greedy)])
+                     identical_label(rounds, base, greedy, lang)])
     return rows
 
 
-def compare_outputs(columns: list[str], runs: dict, base: Optional[list[Round]], status: str,
-                    refresh: bool, greedy: bool, cache=None) -> tuple:
-    skip = gr.skip()
-    cells = [gr.update(value=column_html(m, runs.get(m, []), _column_state(runs.get(m))), visible=True)
+def compare_cells(columns: list[str], runs: dict, lang: str) -> list[dict]:
+    """The side-by-side columns: one per method, the rest hidden."""
+    cells = [gr.update(value=column_html(m, runs.get(m, []), _column_state(runs.get(m), lang), lang), visible=True)
              for m in columns]
-    cells += [gr.update(value="", visible=False)] * (MAX_COLUMNS - len(cells))
-    if not refresh:
-        return (status, *cells) + (skip,) * 7
-    table = summary_rows({m: runs[m] for m in columns if runs.get(m)}, base, greedy)
+    return cells + [gr.update(value="", visible=False)] * (MAX_COLUMNS - len(cells))
+
+
+def compare_view(columns: list[str], runs: dict, base: Optional[list[Round]], greedy: bool, lang: str) -> tuple:
+    """Columns, summary table and charts of finished or growing runs (side by side and replay alike)."""
+    table = summary_rows({m: runs[m] for m in columns if runs.get(m)}, base, greedy, lang)
     shown = {m: r for m, r in runs.items() if r}
-    return (status, *cells, table, *charts.all_figures(shown, base), dict(shown),
+    return (*compare_cells(columns, runs, lang), render.table("headers.summary", table, lang),
+            *charts.all_figures(shown, base, lang))
+
+
+def compare_outputs(columns: list[str], runs: dict, base: Optional[list[Round]], status: str,
+                    refresh: bool, greedy: bool, cache=None, lang: str = "en") -> tuple:
+    skip = gr.skip()
+    if not refresh:
+        return (status, *compare_cells(columns, runs, lang)) + (skip,) * 7
+    shown = {m: r for m, r in runs.items() if r}
+    return (status, *compare_view(columns, runs, base, greedy, lang), dict(shown),
             cache if cache is not None else skip)
 
 
-def _column_state(rounds: Optional[list[Round]]) -> str:
+def _column_state(rounds: Optional[list[Round]], lang: str = "en") -> str:
     if not rounds:
-        return "waiting…"
+        return i18n.text("column.waiting", lang)
     m = summarize(rounds)
-    return (f"{m['new_tokens']} tokens · {m['tokens_per_s']:.1f} tok/s · tau {m['mean_accepted_tokens']:.2f} · "
-            f"acceptance {acceptance_text(m)}")
+    return i18n.text("column.state", lang, tokens=m["new_tokens"], tps=f"{m['tokens_per_s']:.1f}",
+                     tau=f"{m['mean_accepted_tokens']:.2f}", acceptance=acceptance_text(m))
 
 
 def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, max_new_tokens, seed, model,
-                cache) -> Iterator[tuple]:
+                cache, language: str = "English") -> Iterator[tuple]:
     """Run two to four methods one after another on the same prompt, a fresh baseline first, so
     every speed in the table is measured under the same conditions."""
+    lang = i18n.code(language)
     methods = list(methods or [])
     if not 2 <= len(methods) <= MAX_COLUMNS:
-        raise gr.Error(f"Pick two to {MAX_COLUMNS} methods to compare (you picked {len(methods)}).")
-    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model) for m in methods]
+        raise error("err.compare_count", lang, most=MAX_COLUMNS, n=len(methods))
+    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang) for m in methods]
     greedy, tick, runs = reqs[0].sampling.greedy, Throttle(), {}
     base: list[Round] = []
-    for base in growing(backend, replace(reqs[0], method="baseline")):
+    for base in growing(backend, replace(reqs[0], method="baseline"), lang):
         runs["baseline"] = base
         if tick():
-            yield compare_outputs(methods, runs, None, f"running **baseline** (the reference): {len(base)} tokens…",
-                                  False, greedy)
+            yield compare_outputs(methods, runs, None, i18n.text("compare.running_baseline", lang, n=len(base)),
+                                  False, greedy, lang=lang)
     for req in reqs:
         if req.method == "baseline":
             continue
-        for rounds in growing(backend, req):
+        for rounds in growing(backend, req, lang):
             runs[req.method] = rounds
-            yield compare_outputs(methods, runs, base, status_line(req.method, rounds, False),
-                                  tick(force=rounds[-1].finished), greedy)
+            yield compare_outputs(methods, runs, base, status_line(req.method, rounds, False, lang),
+                                  tick(force=rounds[-1].finished), greedy, lang=lang)
     cache = remember(dict(cache or {}), reqs[0].baseline_key(), base)
-    yield compare_outputs(methods, runs, base, "**done**: summary below", True, greedy, cache)
+    yield compare_outputs(methods, runs, base, i18n.text("compare.done", lang), True, greedy, cache, lang)
 
 
 # --- classroom step mode ----------------------------------------------------------------------------
 
-def step_outputs(state: dict) -> tuple:
+def step_outputs(state: dict, lang: str = "en") -> tuple:
     rounds, pos = state["rounds"], state["pos"]
     r = rounds[pos]
-    status = (f"**{state['label']}**: round **{pos + 1}** of {len(rounds)} · {render.round_summary(r)} · "
-              f"{r.tokens_so_far} tokens so far")
-    return (status, render.stream_html(rounds[: pos + 1], highlight=pos), render.narrate(r, state["greedy"]),
-            render.tree_svg(r), render.token_rows(r), state)
+    status = i18n.text("step.status", lang, label=state["label"], n=pos + 1, total=len(rounds),
+                       summary=render.round_summary(r, lang), tokens=r.tokens_so_far)
+    return (status, render.stream_html(rounds[: pos + 1], highlight=pos, lang=lang),
+            render.narrate(r, state["greedy"], lang), render.tree_svg(r, lang=lang),
+            render.table("headers.tokens", render.token_rows(r, lang), lang), state)
 
 
 def step_prepare(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed,
-                 model) -> Iterator[tuple]:
+                 model, language: str = "English") -> Iterator[tuple]:
     """Run the whole generation once; the rounds are then revealed one per click from session state."""
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model)
+    lang = i18n.code(language)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang)
     skip, tick, rounds = gr.skip(), Throttle(), []
-    for rounds in growing(backend, req):
+    for rounds in growing(backend, req, lang):
         if tick():
-            yield (f"preparing **{req.method}**: {len(rounds)} rounds so far…",) + (skip,) * 5
-    yield step_outputs({"rounds": rounds, "pos": 0, "greedy": req.sampling.greedy, "label": req.method})
+            yield (i18n.text("step.preparing", lang, method=req.method, n=len(rounds)),) + (skip,) * 5
+    yield step_outputs({"rounds": rounds, "pos": 0, "greedy": req.sampling.greedy, "label": req.method}, lang)
 
 
-def step_move(state: Optional[dict], delta: int) -> tuple:
+def step_move(state: Optional[dict], language: str = "English", *, delta: int) -> tuple:
     """Show the round `delta` away from the current one (clamped); a huge delta jumps to an end."""
+    lang = i18n.code(language)
     if not state or not state.get("rounds"):
-        raise gr.Error("Press Prepare first: it runs the generation once, then you step through it.")
+        raise error("err.step_first", lang)
     pos = min(max(state["pos"] + delta, 0), len(state["rounds"]) - 1)
-    return step_outputs({**state, "pos": pos})
+    return step_outputs({**state, "pos": pos}, lang)
+
+
+def step_view(state: Optional[dict], empty: str, lang: str) -> tuple:
+    """A step view (without its state) in `lang`: the current round, or the empty page."""
+    if state and state.get("rounds"):
+        return step_outputs(state, lang)[:-1]
+    return ("", render.stream_html([], i18n.text(empty, lang), lang=lang), "", "",
+            render.table("headers.tokens", [], lang))
 
 
 # --- traces: save a run, replay it without a model ---------------------------------------------------
 
 def trace_file(backend: EngineBackend, runs: dict[str, list[Round]], prompt, k, temperature, top_p,
-               max_new_tokens, seed, model) -> tuple[Optional[str], str]:
+               max_new_tokens, seed, model, language: str = "English") -> tuple[Optional[str], str]:
     """The finished run(s) as a trace file to download, and their production configuration; (None, "")
     while there is nothing to save.
 
     The settings are read from the controls when the run ends, and checked as a run would check them."""
+    lang = i18n.code(language)
     runs = {label: list(rounds) for label, rounds in (runs or {}).items() if rounds}
     if not runs:
         return None, ""
-    req = validate(backend, prompt, next(iter(runs)), k, temperature, top_p, max_new_tokens, seed, model)
+    req = validate(backend, prompt, next(iter(runs)), k, temperature, top_p, max_new_tokens, seed, model, lang)
     record = trace.Trace(model=req.model, prompt=req.prompt, runs=runs, run=req.run, sampling=req.sampling)
     folder = Path(tempfile.mkdtemp(prefix="specviz-trace-"))
     name = "-".join(runs) + time.strftime("-%Y%m%d-%H%M%S.json", time.gmtime())
-    return str(trace.save(record, folder / name)), production_markdown(record)
+    return str(trace.save(record, folder / name)), production_markdown(record, lang)
 
 
-def production_markdown(t: trace.Trace) -> str:
+def save_single(backend: EngineBackend, rounds: list[Round], *settings) -> tuple[Optional[str], str]:
+    return trace_file(backend, {rounds[0].method: rounds} if rounds else {}, *settings)
+
+
+def production_markdown(t: trace.Trace, lang: str = "en") -> str:
     """Each speculative run of a trace as vLLM and transformers configuration (the baseline when alone)."""
     labels = [label for label in t.runs if label != "baseline"] or list(t.runs)
-    return PRODUCTION_INTRO + "\n\n".join(
-        production.markdown(production.deployment(label, t.model, t.run, t.sampling)) for label in labels)
-
-
-PRODUCTION_INTRO = ("The same settings for a production server (vLLM) and for transformers' `generate()`; "
-                    "what has no equivalent is said, not invented.\n\n")
+    return i18n.text("production.intro", lang) + "\n\n" + "\n\n".join(
+        production.markdown(production.deployment(label, t.model, t.run, t.sampling), lang) for label in labels)
 
 
 def demo_traces() -> list[str]:
     return sorted(p.stem for p in DEMO_TRACES.glob("*.json")) if DEMO_TRACES.is_dir() else []
 
 
-def open_trace(upload: Any, demo: Optional[str]) -> trace.Trace:
+def open_trace(upload: Any, demo: Optional[str], lang: str = "en") -> trace.Trace:
     """The uploaded trace, else the chosen demo trace; gr.Error saying why one cannot be read."""
     path = getattr(upload, "name", upload) or (DEMO_TRACES / f"{demo}.json" if demo else None)
     if not path:
-        raise gr.Error("Upload a trace (.json) or pick a demo trace first.")
+        raise error("err.trace_missing", lang)
     try:
         return trace.load(path)
     except trace.TraceError as err:
-        raise gr.Error(f"This trace cannot be replayed: {err}") from err
+        raise error("err.trace_bad", lang, reason=str(err)) from err
 
 
-def trace_heading(t: trace.Trace) -> str:
+def trace_heading(t: trace.Trace, lang: str = "en") -> str:
     s, libs = t.sampling, ", ".join(f"{k} {v}" for k, v in t.versions.items())
     prompt = t.prompt if len(t.prompt) <= 200 else t.prompt[:199] + "…"
-    return (f"**Trace** of {', '.join(t.runs)} on `{t.model}` · k {t.run.k} · temperature {s.temperature:g} · "
-            f"top-p {s.top_p:g} · seed {s.seed} · {t.run.max_new_tokens} tokens max · recorded {t.created or '?'}"
-            f"{' with ' + libs if libs else ''}  \n> {prompt}")
+    return i18n.text("trace.heading", lang, runs=", ".join(t.runs), model=t.model, k=t.run.k,
+                     temperature=f"{s.temperature:g}", top_p=f"{s.top_p:g}", seed=s.seed,
+                     max_new_tokens=t.run.max_new_tokens, created=t.created or "?",
+                     libs=i18n.text("trace.libs", lang, libs=libs) if libs else "", prompt=prompt)
 
 
-def replay(upload: Any, demo: Optional[str], speed: Any) -> Iterator[tuple]:
+def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "English") -> Iterator[tuple]:
     """Replay a trace's runs one after another, as the side-by-side view shows them; no model is loaded.
 
-    speed: 1 = as recorded, 2 = twice as fast, 0 = at once. Ends by handing the rounds to step mode."""
-    t = open_trace(upload, demo)
-    speed = _as_float(speed, "speed", 0.0, 100.0)
+    speed: 1 = as recorded, 2 = twice as fast, 0 = at once. Ends by handing the rounds to step mode.
+    Outputs: status, columns, summary, charts, runs, the step mode's run choice, production text, model."""
+    lang = i18n.code(language)
+    t = open_trace(upload, demo, lang)
+    speed = _as_float(speed, "speed", 0.0, 100.0, lang=lang)
     labels, greedy, tick = list(t.runs)[:MAX_COLUMNS], t.sampling.greedy, Throttle()
-    base, shown, head = t.runs.get("baseline"), {}, trace_heading(t)
+    base, shown, head, skip = t.runs.get("baseline"), {}, trace_heading(t, lang), gr.skip()
     for label in labels:
         before = 0.0
         for i, r in enumerate(t.runs[label]):
@@ -504,85 +564,166 @@ def replay(upload: Any, demo: Optional[str], speed: Any) -> Iterator[tuple]:
                 time.sleep(min(max(r.elapsed_s - before, 0.0) / speed, MAX_REPLAY_PAUSE_S))
                 before = r.elapsed_s
                 shown[label] = t.runs[label][: i + 1]
-                yield compare_outputs(labels, shown, base, head, tick(), greedy)[:-1] + (gr.skip(), gr.skip())
+                yield compare_outputs(labels, shown, base, head, tick(), greedy, lang=lang)[:-1] + (skip,) * 3
         shown[label] = t.runs[label]
-    final = compare_outputs(labels, shown, base, head, True, greedy)
-    yield final[:-1] + (gr.update(choices=labels, value=labels[-1]), production_markdown(t))
+    final = compare_outputs(labels, shown, base, head, True, greedy, lang=lang)
+    yield final[:-1] + (gr.update(choices=labels, value=labels[-1]), production_markdown(t, lang), t.model)
 
 
-def replay_step(runs: Optional[dict], label: Optional[str]) -> tuple:
+def replay_step(runs: Optional[dict], label: Optional[str], language: str = "English") -> tuple:
     """Step mode over one run of the replayed trace, from its first round."""
+    lang = i18n.code(language)
     if not runs or label not in runs:
-        raise gr.Error("Replay a trace first, then pick one of its runs to step through.")
+        raise error("err.replay_first", lang)
     rounds = runs[label]
-    return step_outputs({"rounds": rounds, "pos": 0, "greedy": rounds[0].temperature == 0, "label": label})
+    return step_outputs({"rounds": rounds, "pos": 0, "greedy": greedy_run(rounds), "label": label}, lang)
+
+
+# --- the cost and return calculator -----------------------------------------------------------------
+
+CALC_FIELDS = ("c", "a", "k", "verify_share", "extra_mb", "target_mb")  # explain.CostInputs, in slider order
+
+
+def note_runs(sources: Optional[dict], runs: Optional[dict], model: Optional[str], where: str,
+              language: str = "English") -> tuple[dict, dict]:
+    """Remember a finished run's measured costs as a calculator source, newest first, and select the first
+    speculative one (the baseline alone when nothing else ran). Returns (sources, the dropdown's update)."""
+    lang = i18n.code(language)
+    runs = {label: rounds for label, rounds in (runs or {}).items() if rounds}
+    if not runs:
+        return sources or {}, gr.skip()
+    base = runs.get("baseline")
+    number = len(sources or {}) + 1
+    new = {i18n.text("calc.source.label", lang, n=number, where=i18n.text(f"calc.where.{where}", lang),
+                     method=label): {"method": label, "costs": explain.run_costs(rounds, base, model or "")}
+           for label, rounds in runs.items()}
+    merged = dict(list({**new, **(sources or {})}.items())[:12])
+    pick = next((name for name, v in new.items() if v["method"] != "baseline"), next(iter(new)))
+    return merged, gr.update(choices=list(merged), value=pick)
+
+
+def live_runs(rounds: Optional[list[Round]], base: Optional[list[Round]]) -> dict[str, list[Round]]:
+    """The live tab's finished run (and its baseline) as calculator sources."""
+    if not rounds:
+        return {}
+    return {rounds[0].method: rounds} | ({"baseline": base} if base and rounds[0].method != "baseline" else {})
+
+
+def calculator(c: Any, a: Any, k: Any, verify_share: Any, extra_mb: Any, target_mb: Any,
+               language: str = "English") -> tuple[str, Any]:
+    """The result and the speedup map of the calculator's six values (CALC_FIELDS order)."""
+    lang = i18n.code(language)
+    try:
+        cost = explain.CostInputs(float(c), float(a), int(k), float(verify_share), float(extra_mb), float(target_mb))
+    except (TypeError, ValueError):
+        raise error("err.calc", lang) from None
+    return explain.calculator_markdown(cost, lang), charts.speedup_map(cost, lang)
+
+
+def prefill(sources: Optional[dict], name: Optional[str], *values_and_language) -> tuple:
+    """Set the calculator from a remembered run: measured values replace the sliders, the rest stays."""
+    *values, language = values_and_language
+    lang = i18n.code(language)
+    source = (sources or {}).get(name)
+    if source is None:
+        return (gr.skip(),) * len(CALC_FIELDS) + (gr.skip(),) * 3
+    costs = source["costs"]
+    merged = [costs.get(field, value) for field, value in zip(CALC_FIELDS, values)]
+    kept = [i18n.text(f"calc.field.{f}", lang) for f in CALC_FIELDS if f not in costs]
+    note = i18n.text("calc.baseline" if source["method"] == "baseline" else "calc.prefilled", lang,
+                     method=source["method"], kept=", ".join(kept) or "—")
+    return (*merged, note, *calculator(*merged, language))
 
 
 # --- API --------------------------------------------------------------------------------------------
 
 def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens: Any, temperature: Any,
                k: Any, top_p: Any, seed: Any) -> dict:
+    """The /speculate endpoint (messages in English)."""
     model = backend.models[0]
     req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model)
     rounds = list(rounds_of(backend, req))
     if rounds and rounds[-1].stop_reason == "time_budget":
-        raise gr.Error(f"The run passed the server's time budget of {req.run.time_budget_s:g} s after "
-                       f"{rounds[-1].tokens_so_far} tokens: ask for fewer tokens, or try again later.")
+        raise error("err.api_time_budget", "en", budget=f"{req.run.time_budget_s:g}",
+                    tokens=rounds[-1].tokens_so_far)
     return {"text": full_text(rounds), "rounds": [r.to_dict() for r in rounds], "metrics": summarize(rounds),
             "method": req.method, "model": req.model}
 
 
-# --- layout -----------------------------------------------------------------------------------------
-
-API_TEXT = """### Scripts: the `/speculate` endpoint
-```python
-from gradio_client import Client
-client = Client("http://127.0.0.1:7860/")
-out = client.predict("Repeat: one two three, one two three,", "ngram", 48, 0.0, api_name="/speculate")
-out["text"]                         # the generated text
-out["rounds"][0]                    # one record per round: tokens, status, draft_probs, target_probs, ...
-out["metrics"]["acceptance_rate"]   # also mean_accepted_tokens, tokens_per_s, rounds, new_tokens, ...
-```
-Arguments: `prompt`, `method`, `max_new_tokens` (1 to {max_new}), `temperature` (0 to {max_t}); optional
-`k` (1 to {max_k}), `top_p` (0 to 1], `seed`. Invalid values raise an error on the client. Requests share
-one model and run one at a time from a bounded queue."""
-
-
-def refresh_methods(backend: EngineBackend, model: str) -> tuple:
+def refresh_methods(backend: EngineBackend, model: str, language: str = "English") -> tuple:
     """The methods this model offers (loads the model once; it is cached)."""
-    if model not in backend.models:
-        raise gr.Error(f"Unknown model {shown(model)}; choose one of: {', '.join(backend.models)}.")
-    with user_errors():
+    lang = i18n.code(language)
+    check_model(backend, model, lang)
+    with user_errors(lang):
         names = backend.methods(model)
     default = "ngram" if "ngram" in names else names[0]
     return (gr.Dropdown(choices=names, value=default),
             gr.CheckboxGroup(choices=names, value=[m for m in ("baseline", default) if m in names]))
 
 
-def controls(backend: EngineBackend) -> dict[str, gr.components.Component]:
+# --- layout -----------------------------------------------------------------------------------------
+
+class Localized:
+    """A text the language switch recomputes: a function of the language code ("en", "zh")."""
+
+    def __init__(self, make: Callable[[str], Any]):
+        self.make = make
+
+
+def tr(key: str, **values: Any) -> Localized:
+    """The i18n text `key` (formatted with `values`) in whichever language the page shows."""
+    return Localized(lambda lang: i18n.text(key, lang, **values))
+
+
+class Page:
+    """The page's translatable properties: every component built through it with Localized keyword
+    arguments is registered, and `updates(lang)` gives one gr.update per component for the switch."""
+
+    def __init__(self):
+        self.parts: list[tuple[Any, dict[str, Localized]]] = []
+
+    def __call__(self, cls: type, *args: Any, **kwargs: Any) -> Any:
+        texts = {name: value for name, value in kwargs.items() if isinstance(value, Localized)}
+        component = cls(*args, **{**kwargs, **{name: value.make("en") for name, value in texts.items()}})
+        return self.register(component, **texts)
+
+    def register(self, component: Any, **texts: Localized) -> Any:
+        self.parts.append((component, texts))
+        return component
+
+    def components(self) -> list:
+        return [component for component, _ in self.parts]
+
+    def updates(self, lang: str) -> list[dict]:
+        return [gr.update(**{name: value.make(lang) for name, value in texts.items()}) for _, texts in self.parts]
+
+
+def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Component]:
     """The prompt box, its examples and the shared settings, above every tab."""
     c: dict[str, gr.components.Component] = {}
     with gr.Row():
         with gr.Column(scale=3):
-            c["prompt"] = gr.Textbox(label="Prompt", lines=5, max_lines=12, elem_id="prompt",
-                                     placeholder="Ask something, or pick an example below.")
+            c["prompt"] = ui(gr.Textbox, label=tr("ctl.prompt"), lines=5, max_lines=12, elem_id="prompt",
+                             placeholder=tr("ctl.placeholder"))
             prompts = demo_prompts()
             if prompts:
-                gr.Examples([[p["prompt"]] for p in prompts], [c["prompt"]], label="Example prompts",
-                            example_labels=[f"{p['category']}: {p['prompt'][:48]}…" for p in prompts])
+                examples = gr.Examples([[p["prompt"]] for p in prompts], [c["prompt"]], label=i18n.text("ctl.examples"),
+                                       example_labels=[f"{p['category']}: {p['prompt'][:48]}…" for p in prompts])
+                ui.register(examples.dataset, label=tr("ctl.examples"))
         with gr.Column(scale=2):
             names = list(backend.names())
-            c["method"] = gr.Dropdown(names, value="ngram" if "ngram" in names else names[0], label="Method")
+            c["method"] = ui(gr.Dropdown, names, value="ngram" if "ngram" in names else names[0],
+                             label=tr("ctl.method"))
             c["method_info"] = gr.Markdown(explain.method_text(c["method"].value))
-            c["k"] = gr.Slider(1, MAX_K, value=4, step=1, label="k: speculative tokens per round")
+            c["k"] = ui(gr.Slider, 1, MAX_K, value=4, step=1, label=tr("ctl.k"))
             with gr.Row():
-                c["temperature"] = gr.Slider(0, MAX_TEMPERATURE, value=0, step=0.05, label="temperature (0 = greedy)")
-                c["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p")
+                c["temperature"] = ui(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label=tr("ctl.temperature"))
+                c["top_p"] = ui(gr.Slider, 0.05, 1, value=1, step=0.05, label=tr("ctl.top_p"))
             with gr.Row():
                 top = backend.limits.max_new_tokens
-                c["max_new_tokens"] = gr.Slider(1, top, value=min(96, top), step=1, label="max new tokens")
-                c["seed"] = gr.Number(0, precision=0, minimum=0, label="seed")
-            c["model"] = gr.Dropdown(list(backend.models), value=backend.models[0], label="Target model")
+                c["max_new_tokens"] = ui(gr.Slider, 1, top, value=min(96, top), step=1, label=tr("ctl.max_new_tokens"))
+                c["seed"] = ui(gr.Number, 0, precision=0, minimum=0, label=tr("ctl.seed"))
+            c["model"] = ui(gr.Dropdown, list(backend.models), value=backend.models[0], label=tr("ctl.model"))
     return c
 
 
@@ -596,87 +737,105 @@ def plots() -> list[gr.Plot]:
     return [a, b, c, d]
 
 
-def live_tab(backend: EngineBackend, c: dict, cache: gr.State) -> gr.HTML:
-    last_run = gr.State([])
+def legend(ui: Page) -> gr.HTML:
+    return ui(gr.HTML, value=Localized(render.legend_html))
+
+
+def dataframe(ui: Page, key: str, **kwargs: Any) -> gr.Dataframe:
+    """An empty table whose column names follow the language."""
+    return ui(gr.Dataframe, headers=Localized(lambda lang: render.headers(key, lang)), interactive=False, wrap=True,
+              **kwargs)
+
+
+def production_box(ui: Page, key: str, elem_id: str) -> gr.Markdown:
+    with ui(gr.Accordion, label=tr(key), open=False):
+        return gr.Markdown(elem_id=elem_id)
+
+
+SETTINGS = ("prompt", "method", "k", "temperature", "top_p", "max_new_tokens", "seed", "model")
+
+
+def stopped(language: str) -> str:
+    return i18n.text("status.stop_pressed", i18n.code(language))
+
+
+def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, language: gr.Radio) -> dict:
+    """The live run; returns the components the language switch and the calculator read or redraw."""
+    last_run, live_base = gr.State([]), gr.State(None)
     with gr.Row():
-        run = gr.Button("Run", variant="primary", elem_id="run-button", scale=2)
-        stop = gr.Button("Stop", variant="stop", scale=1)
-        with_baseline = gr.Checkbox(True, scale=2, label="compare with the baseline (speedup, identical text; "
-                                                          "run once per prompt and settings, then reused)")
+        run = ui(gr.Button, value=tr("live.run"), variant="primary", elem_id="run-button", scale=2)
+        stop = ui(gr.Button, value=tr("live.stop"), variant="stop", scale=1)
+        with_baseline = ui(gr.Checkbox, True, scale=2, label=tr("live.with_baseline"))
     status = gr.Markdown("", elem_id="run-status")
-    legend = gr.HTML(render.legend_html())
+    legend(ui)
     stream = gr.HTML(render.stream_html([]), elem_id="run-stream")
-    lossless, formula = gr.Markdown(elem_id="lossless"), gr.Markdown()
-    with gr.Accordion("Plain text", open=False):
+    lossless, formula = gr.Markdown(elem_id="lossless"), gr.Markdown(elem_id="formula")
+    with ui(gr.Accordion, label=tr("live.plain_text"), open=False):
         text = gr.Textbox(show_label=False, lines=6, buttons=["copy"])
     figures = plots()
-    with gr.Accordion("Round inspector: the candidate tree and every token's probabilities", open=True):
-        pick = gr.Number(1, precision=0, minimum=1, label="round to inspect (the newest while a run streams)")
+    with ui(gr.Accordion, label=tr("live.inspector"), open=True):
+        pick = ui(gr.Number, 1, precision=0, minimum=1, label=tr("live.pick"))
         tree = gr.HTML()
-        tokens = gr.Dataframe(headers=render.TOKEN_HEADERS, interactive=False, wrap=True)
-    with gr.Accordion("All rounds", open=False):
-        table = gr.Dataframe(headers=render.ROUND_HEADERS, interactive=False, wrap=True, max_height=400)
-    outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, cache]
-    inputs = [c[n] for n in ("prompt", "method", "k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
-    saved = gr.File(label="This run as a trace (JSON): download it, replay it in the Replay tab without a model",
-                    interactive=False, elem_id="run-trace")
-    event = run.click(functools.partial(run_single, backend), inputs + [with_baseline, cache], outputs, **MODEL)
-    with gr.Accordion("In production: this run for vLLM and transformers", open=False):
-        deploy = gr.Markdown(elem_id="run-production")
-    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c), [saved, deploy], **UI)
-    stop.click(lambda: "**stopped**", None, status, cancels=[event], queue=False, **UI)
-    pick.input(inspect_round, [last_run, pick], [tree, tokens], queue=False, **UI)
-    return legend
+        tokens = dataframe(ui, "headers.tokens")
+    with ui(gr.Accordion, label=tr("live.all_rounds"), open=False):
+        table = dataframe(ui, "headers.rounds", max_height=400)
+    outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
+    saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
+    event = run.click(functools.partial(run_single, backend), [c[n] for n in SETTINGS] + [with_baseline, cache, language],
+                      outputs, **MODEL)
+    deploy = production_box(ui, "live.production", "run-production")
+    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language], [saved, deploy],
+               **UI)
+    stop.click(stopped, language, status, cancels=[event], queue=False, **UI)
+    pick.input(inspect_round, [last_run, pick, language], [tree, tokens], queue=False, **UI)
+    return dict(event=event, rounds=last_run, base=live_base, stream=stream, figures=figures, table=table,
+                status=status, lossless=lossless, formula=formula)
 
 
-def compare_tab(backend: EngineBackend, c: dict, cache: gr.State) -> tuple[gr.CheckboxGroup, gr.HTML]:
+def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, language: gr.Radio) -> dict:
     names = list(backend.names())
-    chosen = gr.CheckboxGroup(names, value=[m for m in ("baseline", "ngram") if m in names],
-                              label=f"Methods (two to {MAX_COLUMNS}; they run one after another)",
-                              elem_id="compare-methods")
+    chosen = ui(gr.CheckboxGroup, names, value=[m for m in ("baseline", "ngram") if m in names],
+                label=tr("compare.methods", most=MAX_COLUMNS), elem_id="compare-methods")
     with gr.Row():
-        run = gr.Button("Run side by side", variant="primary", elem_id="compare-button", scale=2)
-        stop = gr.Button("Stop", variant="stop", scale=1)
+        run = ui(gr.Button, value=tr("compare.run"), variant="primary", elem_id="compare-button", scale=2)
+        stop = ui(gr.Button, value=tr("live.stop"), variant="stop", scale=1)
     status = gr.Markdown(elem_id="compare-status")
-    legend = gr.HTML(render.legend_html())
+    legend(ui)
     with gr.Row(equal_height=False):
         columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
-    summary = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, label="Summary", elem_id="compare-summary")
+    summary = dataframe(ui, "headers.summary", label=tr("compare.summary"), elem_id="compare-summary")
     figures = plots()
     inputs = [c["prompt"], chosen] + [c[n] for n in ("k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
     runs = gr.State({})
-    saved = gr.File(label="These runs as a trace (JSON): download it, replay it in the Replay tab without a model",
-                    interactive=False, elem_id="compare-trace")
-    event = run.click(functools.partial(run_compare, backend), inputs + [cache],
+    saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
+    event = run.click(functools.partial(run_compare, backend), inputs + [cache, language],
                       [status, *columns, summary, *figures, runs, cache], **MODEL)
-    with gr.Accordion("In production: these runs for vLLM and transformers", open=False):
-        deploy = gr.Markdown(elem_id="compare-production")
-    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c), [saved, deploy], **UI)
-    stop.click(lambda: "**stopped**", None, status, cancels=[event], queue=False, **UI)
-    return chosen, legend
+    deploy = production_box(ui, "compare.production", "compare-production")
+    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language], [saved, deploy], **UI)
+    stop.click(stopped, language, status, cancels=[event], queue=False, **UI)
+    return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures)
 
 
-def step_tab(backend: EngineBackend, c: dict) -> None:
+def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> dict:
     state = gr.State(None)
-    gr.Markdown("Runs the generation once, then shows it **one round per click** with an account of what "
-                "happened and why.")
+    ui(gr.Markdown, value=tr("step.intro"))
     with gr.Row():
-        prepare = gr.Button("Prepare", variant="primary", elem_id="step-prepare")
-        back, forward = gr.Button("◀ previous round"), gr.Button("next round ▶", elem_id="step-next")
-        first, last = gr.Button("first round"), gr.Button("last round")
+        prepare = ui(gr.Button, value=tr("step.prepare"), variant="primary", elem_id="step-prepare")
+        back, forward = ui(gr.Button, value=tr("step.back")), ui(gr.Button, value=tr("step.next"), elem_id="step-next")
+        first, last = ui(gr.Button, value=tr("step.first")), ui(gr.Button, value=tr("step.last"))
     status = gr.Markdown()
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            stream = gr.HTML(render.stream_html([], "Press Prepare."))
+            stream = gr.HTML(render.stream_html([], i18n.text("step.press_prepare")))
         with gr.Column(scale=2):
             narration = gr.Markdown(elem_id="step-narration")
     tree = gr.HTML()
-    tokens = gr.Dataframe(headers=render.TOKEN_HEADERS, interactive=False, wrap=True)
+    tokens = dataframe(ui, "headers.tokens")
     outputs = [status, stream, narration, tree, tokens, state]
-    inputs = [c[n] for n in ("prompt", "method", "k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
-    prepare.click(functools.partial(step_prepare, backend), inputs, outputs, **MODEL)
+    prepare.click(functools.partial(step_prepare, backend), [c[n] for n in SETTINGS] + [language], outputs, **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
-        button.click(functools.partial(step_move, delta=delta), state, outputs, **UI)
+        button.click(functools.partial(step_move, delta=delta), [state, language], outputs, **UI)
+    return dict(state=state, view=outputs[:-1])
 
 
 def trace_settings(c: dict) -> list:
@@ -684,35 +843,29 @@ def trace_settings(c: dict) -> list:
     return [c[n] for n in ("prompt", "k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
 
 
-def save_single(backend: EngineBackend, rounds: list[Round], *settings) -> tuple[Optional[str], str]:
-    return trace_file(backend, {rounds[0].method: rounds} if rounds else {}, *settings)
-
-
-def replay_tab() -> gr.HTML:
-    gr.Markdown("Replays a saved run (a **trace**: the rounds of a run plus its settings) with the same colours, "
-                "trees and charts, **without loading a model**. Save one under a Live or Side-by-side run, "
-                "or pick a demo recorded on the embedded model.")
+def replay_tab(ui: Page, language: gr.Radio) -> dict:
+    ui(gr.Markdown, value=tr("replay.intro"))
     with gr.Row():
-        upload = gr.File(label="trace (.json)", file_types=[".json"], type="filepath", scale=2)
+        upload = ui(gr.File, label=tr("replay.upload"), file_types=[".json"], type="filepath", scale=2)
         with gr.Column(scale=2):
             names = demo_traces()
-            demo = gr.Dropdown(names, value=names[0] if names else None, label="or a demo trace")
-            speed = gr.Slider(0, 10, value=1, step=0.25, label="speed (1 = as recorded, 0 = at once)")
-            play = gr.Button("Replay", variant="primary", elem_id="replay-button")
+            demo = ui(gr.Dropdown, names, value=names[0] if names else None, label=tr("replay.demo"),
+                      elem_id="replay-demo")
+            speed = ui(gr.Slider, 0, 10, value=1, step=0.25, label=tr("replay.speed"))
+            play = ui(gr.Button, value=tr("replay.play"), variant="primary", elem_id="replay-button")
     status = gr.Markdown(elem_id="replay-status")
-    legend = gr.HTML(render.legend_html())
+    legend(ui)
     with gr.Row(equal_height=False):
         columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
-    summary = gr.Dataframe(headers=SUMMARY_HEADERS, interactive=False, label="Summary")
+    summary = dataframe(ui, "headers.summary", label=tr("compare.summary"), elem_id="replay-summary")
     figures = plots()
-    runs = gr.State({})
-    with gr.Accordion("In production: the trace's settings for vLLM and transformers", open=False):
-        deploy = gr.Markdown(elem_id="replay-production")
-    gr.Markdown("### Step through a replayed run, one round per click")
+    runs, model = gr.State({}), gr.State(None)
+    deploy = production_box(ui, "replay.production", "replay-production")
+    ui(gr.Markdown, value=tr("replay.step_heading"))
     with gr.Row():
-        label = gr.Dropdown([], label="run", scale=2)
-        start = gr.Button("Step mode", elem_id="replay-step")
-        back, forward = gr.Button("◀ previous round"), gr.Button("next round ▶", elem_id="replay-next")
+        label = ui(gr.Dropdown, [], label=tr("replay.run"), scale=2)
+        start = ui(gr.Button, value=tr("replay.step"), elem_id="replay-step")
+        back, forward = ui(gr.Button, value=tr("step.back")), ui(gr.Button, value=tr("step.next"), elem_id="replay-next")
     step_status = gr.Markdown()
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
@@ -720,37 +873,78 @@ def replay_tab() -> gr.HTML:
         with gr.Column(scale=2):
             narration = gr.Markdown(elem_id="replay-narration")
     tree = gr.HTML()
-    tokens = gr.Dataframe(headers=render.TOKEN_HEADERS, interactive=False, wrap=True)
+    tokens = dataframe(ui, "headers.tokens")
     state = gr.State(None)
-    event = play.click(replay, [upload, demo, speed], [status, *columns, summary, *figures, runs, label, deploy], **UI)
+    event = play.click(replay, [upload, demo, speed, language],
+                       [status, *columns, summary, *figures, runs, label, deploy, model], **UI)
     replay_outputs = [step_status, stream, narration, tree, tokens, state]
-    event.success(replay_step, [runs, label], replay_outputs, **UI)
-    start.click(replay_step, [runs, label], replay_outputs, **UI)
+    event.success(replay_step, [runs, label, language], replay_outputs, **UI)
+    start.click(replay_step, [runs, label, language], replay_outputs, **UI)
     for button, delta in ((back, -1), (forward, 1)):
-        button.click(functools.partial(step_move, delta=delta), state, replay_outputs, **UI)
-    return legend
+        button.click(functools.partial(step_move, delta=delta), [state, language], replay_outputs, **UI)
+    return dict(event=event, runs=runs, model=model, columns=columns, summary=summary, figures=figures,
+                state=state, view=replay_outputs[:-1])
 
 
-def language_outputs(choice: str) -> tuple:
-    """The switchable texts in the chosen language: the introduction, the tab names, the legends."""
-    lang = i18n.LANGUAGES.get(choice, "en")
-    legend = render.legend_html(i18n.legend_labels(lang), i18n.text("legend.note", lang))
-    return (i18n.text("intro", lang), *(gr.Tab(label=i18n.text(key, lang)) for key in i18n.TABS), legend, legend,
-            legend)
+def explain_tab(ui: Page) -> None:
+    ui(gr.Markdown, value=Localized(lambda lang: i18n.text("explain.methods", lang) + "\n\n" + "\n\n".join(
+        explain.method_text(name, lang) for name in explain.METHODS)))
+    ui(gr.Markdown, value=tr("explain.formula"))
 
 
-def explain_tab() -> None:
-    gr.Markdown("### The methods\n\n" + "\n\n".join(explain.method_text(n) for n in explain.METHOD_TEXT))
-    gr.Markdown("### How much faster? (Leviathan et al., 2023)\nWith per-token acceptance **a**, **k** guesses "
-                "per round and a guess costing **c** target forwards: E[tokens per round] = (1 − a^(k+1)) / "
-                "(1 − a), speedup = E / (k·c + 1). Each run fills this in with its measured a, k and c.")
+def calculator_tab(ui: Page, language: gr.Radio) -> dict:
+    """Speedup and return on investment from c, a, k, the verify share and the extra memory; every run
+    that finishes adds itself as a source and prefills the inputs (still editable)."""
+    ui(gr.Markdown, value=tr("calc.intro"))
+    sources = gr.State({})
     with gr.Row():
-        a = gr.Slider(0, 0.99, value=0.7, step=0.01, label="a: acceptance")
-        k = gr.Slider(1, MAX_K, value=4, step=1, label="k: guesses per round")
-        cost = gr.Slider(0, 1, value=0.05, step=0.01, label="c: cost of a guess / a target forward")
-    result = gr.Markdown(explain.calculator_markdown(0.7, 4, 0.05))
-    for slider in (a, k, cost):
-        slider.change(explain.calculator_markdown, [a, k, cost], result, queue=False, **UI)
+        source = ui(gr.Dropdown, [], label=tr("calc.source"), scale=3, elem_id="calc-source")
+        note = gr.Markdown(i18n.text("calc.no_run"), elem_id="calc-note")
+    start = explain.CostInputs()
+    with gr.Row():
+        cost = ui(gr.Slider, 0, 1, value=start.c, step=0.005, label=tr("calc.field.c"), elem_id="calc-c")
+        acceptance = ui(gr.Slider, 0, 0.99, value=start.a, step=0.01, label=tr("calc.field.a"), elem_id="calc-a")
+        k = ui(gr.Slider, 1, MAX_K, value=start.k, step=1, label=tr("calc.field.k"), elem_id="calc-k")
+    with gr.Row():
+        share = ui(gr.Slider, 0.05, 1, value=start.verify_share, step=0.01, label=tr("calc.field.verify_share"))
+        extra = ui(gr.Number, start.extra_mb, minimum=0, label=tr("calc.field.extra_mb"), elem_id="calc-extra")
+        target = ui(gr.Number, start.target_mb, minimum=1, label=tr("calc.field.target_mb"))
+    values = [cost, acceptance, k, share, extra, target]
+    result = gr.Markdown(explain.calculator_markdown(start), elem_id="calc-result")
+    plot = gr.Plot(charts.speedup_map(start), show_label=False, elem_id="calc-plot")
+    for field in values:
+        field.input(calculator, values + [language], [result, plot], queue=False, **UI)
+    source.change(prefill, [sources, source, *values, language], [*values, note, result, plot], queue=False, **UI)
+    return dict(sources=sources, source=source, values=values, result=result, plot=plot)
+
+
+def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, compare_runs, step_state,
+                    replay_runs, replay_state, *calc_values) -> tuple:
+    """Everything on the page in the chosen language: the registered texts, then the views that hold a
+    run (redrawn from their state), then the calculator. A run's status lines stay as they were written."""
+    lang = i18n.code(choice)
+    live_rounds = live_rounds or []
+
+    def runs_view(runs: Optional[dict]) -> tuple:
+        runs = runs or {}
+        columns = list(runs)[:MAX_COLUMNS] or ["", ""]
+        base = runs.get("baseline")
+        if not runs:
+            return (*[gr.skip()] * MAX_COLUMNS, render.table("headers.summary", [], lang), *charts.all_figures({}, None, lang))
+        return compare_view(columns, runs, base, greedy_run(next(iter(runs.values()))), lang)
+
+    live = (render.stream_html(live_rounds, lang=lang),
+            *charts.all_figures({live_rounds[0].method: live_rounds} if live_rounds else {}, live_base, lang),
+            render.table("headers.rounds", render.round_rows(live_rounds, lang), lang),
+            *live_checks(live_rounds, live_base, lang))
+    return (*ui.updates(lang), explain.method_text(method, lang), *live, *runs_view(compare_runs),
+            *step_view(step_state, "step.press_prepare", lang), *runs_view(replay_runs),
+            *step_view(replay_state, "stream.empty", lang), *calculator(*calc_values, choice))
+
+
+def browser_language() -> str:
+    """JavaScript run on page load: 中文 when the browser prefers Chinese, else English."""
+    return "() => (navigator.language || '').toLowerCase().startsWith('zh') ? '中文' : 'English'"
 
 
 def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
@@ -759,32 +953,44 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
     if backend is None:
         limits = limits_from_env()
         backend = EngineBackend(model_choices(limits.public), limits)
+    ui = Page()
     with gr.Blocks(title="specviz: speculative decoding, round by round") as demo:
         cache = gr.State({})  # this session's baseline runs, reused for speedup and losslessness
         with gr.Row():
-            intro = gr.Markdown(i18n.text("intro"), elem_id="intro")
+            ui(gr.Markdown, value=tr("intro"), elem_id="intro")
             language = gr.Radio(list(i18n.LANGUAGES), value="English", label="Language / 语言", scale=0,
                                 min_width=160, elem_id="language")
-        c = controls(backend)
+        c = controls(ui, backend)
         with gr.Tabs():
-            with gr.Tab(i18n.text("tab.live")) as live:
-                live_legend = live_tab(backend, c, cache)
-            with gr.Tab(i18n.text("tab.compare")) as side:
-                chosen, compare_legend = compare_tab(backend, c, cache)
-            with gr.Tab(i18n.text("tab.step")) as step:
-                step_tab(backend, c)
-            with gr.Tab(i18n.text("tab.replay")) as replayed:
-                replay_legend = replay_tab()
-            with gr.Tab(i18n.text("tab.explain")) as how:
-                explain_tab()
-            with gr.Tab(i18n.text("tab.api")) as api:
-                gr.Markdown(API_TEXT.format(max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE, max_k=MAX_K))
-        language.change(language_outputs, language, [intro, live, side, step, replayed, how, api, live_legend,
-                                                     compare_legend, replay_legend], queue=False, **UI)
-        c["method"].change(explain.method_text, c["method"], c["method_info"], queue=False, **UI)
+            with ui(gr.Tab, label=tr("tab.live")):
+                live = live_tab(ui, backend, c, cache, language)
+            with ui(gr.Tab, label=tr("tab.compare")):
+                side = compare_tab(ui, backend, c, cache, language)
+            with ui(gr.Tab, label=tr("tab.step")):
+                step = step_tab(ui, backend, c, language)
+            with ui(gr.Tab, label=tr("tab.replay")):
+                replayed = replay_tab(ui, language)
+            with ui(gr.Tab, label=tr("tab.calc")):
+                calc = calculator_tab(ui, language)
+            with ui(gr.Tab, label=tr("tab.explain")):
+                explain_tab(ui)
+            with ui(gr.Tab, label=tr("tab.api")):
+                ui(gr.Markdown, value=tr("api.text", max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE,
+                                         max_k=MAX_K))
+        wire_calculator(calc, live, side, replayed, c, language)
+        states = [c["method"], live["rounds"], live["base"], side["runs"], step["state"], replayed["runs"],
+                  replayed["state"], *calc["values"]]
+        views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
+                 *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
+                 replayed["summary"], *replayed["figures"], *replayed["view"], calc["result"], calc["plot"]]
+        language.change(functools.partial(switch_language, ui), [language, *states], ui.components() + views,
+                        queue=False, **UI)
+        demo.load(None, None, language, js=browser_language(), **UI)
+        c["method"].change(lambda name, choice: explain.method_text(name, i18n.code(choice)), [c["method"], language],
+                           c["method_info"], queue=False, **UI)
         refresh = functools.partial(refresh_methods, backend)
-        demo.load(refresh, c["model"], [c["method"], chosen], **MODEL)
-        c["model"].change(refresh, c["model"], [c["method"], chosen], **MODEL)
+        demo.load(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
+        c["model"].change(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
                       k: int = 4, top_p: float = 1.0, seed: int = 0) -> dict:
@@ -794,6 +1000,18 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)
     return demo
+
+
+def wire_calculator(calc: dict, live: dict, side: dict, replayed: dict, c: dict, language: gr.Radio) -> None:
+    """Every finished run (live, side by side, replayed) becomes a calculator source and prefills it."""
+    outputs = [calc["sources"], calc["source"]]
+    live["event"].then(lambda sources, rounds, base, model, choice: note_runs(
+        sources, live_runs(rounds, base), model, "live", choice),
+        [calc["sources"], live["rounds"], live["base"], c["model"], language], outputs, **UI)
+    side["event"].then(lambda sources, runs, model, choice: note_runs(sources, runs, model, "compare", choice),
+                       [calc["sources"], side["runs"], c["model"], language], outputs, **UI)
+    replayed["event"].then(lambda sources, runs, model, choice: note_runs(sources, runs, model, "replay", choice),
+                           [calc["sources"], replayed["runs"], replayed["model"], language], outputs, **UI)
 
 
 LAUNCH = dict(show_error=True)  # host and port: GRADIO_SERVER_NAME / GRADIO_SERVER_PORT

@@ -1,14 +1,19 @@
 """Records -> plotly figures. Every chart takes ``runs``: a label -> that run's rounds, so one run and
-a side-by-side comparison share the same code. No torch here.
+a side-by-side comparison share the same code; titles and axes come from specviz.i18n in `lang`.
+No torch here.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Optional
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from specviz import explain
+from specviz.config import MAX_K
 from specviz.events import Round, summarize
+from specviz.i18n import text
 
 Runs = Mapping[str, list[Round]]
 PALETTE = ["#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2"]
@@ -27,9 +32,10 @@ def _style(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
     return fig
 
 
-def acceptance_figure(runs: Runs) -> go.Figure:
+def acceptance_figure(runs: Runs, lang: str = "en") -> go.Figure:
     """Left: acceptance rate so far, round by round. Right: acceptance at each draft position."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("over the run (so far)", "by draft position"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(text("chart.acceptance.run", lang),
+                                                                text("chart.acceptance.position", lang)))
     for n, (label, rounds) in enumerate(runs.items()):
         proposed = accepted = 0
         xs, ys = [], []
@@ -45,12 +51,12 @@ def acceptance_figure(runs: Runs) -> go.Figure:
         fig.add_trace(go.Bar(x=list(range(1, len(by_position) + 1)), y=by_position, name=label,
                              marker_color=color, legendgroup=label, showlegend=False), row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
-    fig.update_xaxes(title_text="round", row=1, col=1)
-    fig.update_xaxes(title_text="position in the guess", dtick=1, row=1, col=2)
-    return _style(fig, "Acceptance rate")
+    fig.update_xaxes(title_text=text("axis.round", lang), row=1, col=1)
+    fig.update_xaxes(title_text=text("axis.position", lang), dtick=1, row=1, col=2)
+    return _style(fig, text("chart.acceptance", lang))
 
 
-def accepted_histogram(runs: Runs) -> go.Figure:
+def accepted_histogram(runs: Runs, lang: str = "en") -> go.Figure:
     """How many guesses each round kept (0 .. k)."""
     fig = go.Figure()
     for n, (label, rounds) in enumerate(runs.items()):
@@ -59,15 +65,15 @@ def accepted_histogram(runs: Runs) -> go.Figure:
             continue
         counts = [spec.count(v) for v in range(max(spec) + 1)]
         fig.add_trace(go.Bar(x=list(range(len(counts))), y=counts, name=label, marker_color=color_of(label, n)))
-    fig.update_xaxes(title_text="guesses kept in a round", dtick=1)
-    fig.update_yaxes(title_text="rounds")
-    return _style(fig, "Accepted tokens per round")
+    fig.update_xaxes(title_text=text("axis.kept", lang), dtick=1)
+    fig.update_yaxes(title_text=text("axis.rounds", lang))
+    return _style(fig, text("chart.histogram", lang))
 
 
-def speed_figure(runs: Runs, baseline: Optional[list[Round]] = None) -> go.Figure:
+def speed_figure(runs: Runs, baseline: Optional[list[Round]] = None, lang: str = "en") -> go.Figure:
     """Left: tokens generated against wall time. Right: tokens/s, with the speedup over the baseline."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38],
-                        subplot_titles=("tokens over time", "tokens per second"))
+                        subplot_titles=(text("chart.speed.time", lang), text("chart.speed.tps", lang)))
     series = dict(runs)
     if baseline and "baseline" not in series:
         series["baseline"] = baseline
@@ -85,28 +91,55 @@ def speed_figure(runs: Runs, baseline: Optional[list[Round]] = None) -> go.Figur
                              textposition="outside", textangle=0, cliponaxis=False, showlegend=False,
                              legendgroup=label), row=1, col=2)
     fig.update_yaxes(range=[0, top * 1.3 or 1], row=1, col=2)  # room for the labels above the bars
-    fig.update_xaxes(title_text="seconds", row=1, col=1)
-    fig.update_yaxes(title_text="tokens", row=1, col=1)
-    return _style(fig, "Speed" + ("" if base_tps else " (speedup appears once the baseline has run)"))
+    fig.update_xaxes(title_text=text("axis.seconds", lang), row=1, col=1)
+    fig.update_yaxes(title_text=text("axis.tokens", lang), row=1, col=1)
+    return _style(fig, text("chart.speed" if base_tps else "chart.speed.waiting", lang))
 
 
-def timeline_figure(runs: Runs) -> go.Figure:
+def timeline_figure(runs: Runs, lang: str = "en") -> go.Figure:
     """Per round: time spent guessing (draft) stacked under time spent checking (verify)."""
     fig = go.Figure()
     for n, (label, rounds) in enumerate(runs.items()):
         color = color_of(label, n)
         xs = [r.index + 1 for r in rounds]
         draft = [r.draft_time_s * 1000 for r in rounds]
-        fig.add_trace(go.Bar(x=xs, y=draft, name=f"{label}: draft", marker_color=color, opacity=0.45,
+        fig.add_trace(go.Bar(x=xs, y=draft, name=text("chart.series.draft", lang, label=label), marker_color=color, opacity=0.45,
                              offsetgroup=label, legendgroup=label))
         fig.add_trace(go.Bar(x=xs, y=[r.verify_time_s * 1000 for r in rounds], base=draft,
-                             name=f"{label}: verify", marker_color=color, offsetgroup=label, legendgroup=label))
+                             name=text("chart.series.verify", lang, label=label), marker_color=color, offsetgroup=label, legendgroup=label))
     fig.update_layout(barmode="group", bargap=0.15)
-    fig.update_xaxes(title_text="round")
-    fig.update_yaxes(title_text="ms")
-    return _style(fig, "Timeline: draft time (light) and verify time (dark) per round")
+    fig.update_xaxes(title_text=text("axis.round", lang))
+    fig.update_yaxes(title_text=text("axis.ms", lang))
+    return _style(fig, text("chart.timeline", lang))
 
 
-def all_figures(runs: Runs, baseline: Optional[list[Round]] = None) -> tuple[go.Figure, ...]:
+def all_figures(runs: Runs, baseline: Optional[list[Round]] = None, lang: str = "en") -> tuple[go.Figure, ...]:
     """The four live charts, in the order the app shows them."""
-    return acceptance_figure(runs), accepted_histogram(runs), speed_figure(runs, baseline), timeline_figure(runs)
+    return (acceptance_figure(runs, lang), accepted_histogram(runs, lang), speed_figure(runs, baseline, lang),
+            timeline_figure(runs, lang))
+
+
+A_GRID = [round(0.05 * i, 2) for i in range(20)]  # acceptance 0 .. 0.95 on the calculator's map
+
+
+def speedup_map(cost: "explain.CostInputs", lang: str = "en") -> go.Figure:
+    """Expected end-to-end speedup over k = 1..MAX_K and acceptance 0..0.95 for the calculator's c and
+    verify share, with the calculator's (k, a) marked. The line marks speedup 1: below it, slower."""
+    ks = list(range(1, MAX_K + 1))
+    z = [[explain.evaluate(replace(cost, a=a, k=k)).speedup for k in ks] for a in A_GRID]
+    fig = go.Figure(go.Contour(
+        x=ks, y=A_GRID, z=z, colorscale="RdYlGn", zmid=1.0, line_smoothing=0.6,
+        contours=dict(showlabels=True, labelfont=dict(size=10, color="#111827")),
+        colorbar=dict(title=dict(text=text("calc.chart.colorbar", lang), side="right")),
+        hovertemplate="k = %{x}<br>a = %{y:.2f}<br>" + text("calc.chart.colorbar", lang) + " = %{z:.2f}×<extra></extra>"))
+    fig.add_trace(go.Contour(x=ks, y=A_GRID, z=z, showscale=False, hoverinfo="skip",
+                             contours=dict(coloring="none", start=1, end=1, size=1),
+                             line=dict(color="#111827", width=2, dash="dash")))
+    mark = explain.evaluate(cost).speedup
+    fig.add_trace(go.Scatter(x=[cost.k], y=[cost.a], mode="markers+text", name=text("calc.chart.current", lang),
+                             text=[f"{text('calc.chart.current', lang)}: {mark:.2f}×"], textposition="top center",
+                             marker=dict(size=14, color="#111827", symbol="x"), showlegend=False))
+    fig.update_xaxes(title_text=text("calc.chart.k", lang), dtick=1)
+    fig.update_yaxes(title_text=text("calc.chart.a", lang), range=[0, 1])
+    title = text("calc.chart.title", lang, c=f"{cost.c:.2f}", f=f"{cost.verify_share:.0%}")
+    return _style(fig, title, height=380)

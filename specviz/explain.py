@@ -1,52 +1,31 @@
-"""Plain-language texts for the app: what each method guesses from, and the expected-speedup formula.
+"""What each method guesses from, the expected-speedup formula, and the cost-and-return calculator.
 
 Leviathan et al. (2023), "Fast Inference from Transformers via Speculative Decoding": with a
 per-token acceptance a, k guessed tokens and a guesser that costs c target forwards per guess,
     E[tokens per round] = (1 - a^(k+1)) / (1 - a)
     expected speedup     = E / (k*c + 1)
-No torch here: the inputs are a run's records.
+The calculator adds two serving terms (every formula lives in `evaluate`):
+    end-to-end speedup S = 1 / ((1 - f) + f * (k*c + 1) / E), f = share of time in target forwards
+    return on investment = (saved - extra) / extra = (S - 1 - m) / m, m = extra memory / target memory,
+where a server pays for memory x time: per token, plain decoding costs 1, speculation saves 1 - 1/S
+of the target's cost and pays m / S for the extra memory (draft or heads, and their KV cache).
+No torch here: the inputs are a run's records; the texts come from specviz.i18n.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from specviz.config import MAX_K
 from specviz.events import SPECULATE, Round, depth_of
+from specviz.i18n import has, text
 
-METHOD_TEXT = {
-    "baseline": (
-        "**Baseline**: plain decoding. One target forward per token; guesses nothing. "
-        "It is the reference for both the speed and the text."
-    ),
-    "ngram": (
-        "**N-gram (prompt lookup)**: finds the last few tokens earlier in the prompt or output and "
-        "guesses that what followed them then follows them again. *Training:* none. *Running:* a "
-        "string search, nearly free. Shines when the answer copies the input (summaries, code edits, "
-        "repetition); guesses little in open chat. It has no draft probabilities: its guess counts as "
-        "certain (draft probability 1)."
-    ),
-    "draft": (
-        "**Draft model**: a small language model with the same tokenizer writes k tokens one by one; "
-        "the target checks them all in one forward. *Training:* none if a small sibling exists, "
-        "otherwise distil one. *Running:* a second model in memory and k small forwards per round."
-    ),
-    "medusa": (
-        "**Medusa**: extra heads on the target's last hidden state; head i guesses the token i+1 "
-        "places ahead. Their top guesses form a tree that the target checks in one forward with a "
-        "tree attention mask. *Training:* the heads only, target frozen. *Running:* a few linear "
-        "layers, nearly free."
-    ),
-    "eagle": (
-        "**EAGLE**: a one-layer decoder that runs on the target's own features (hidden states) and "
-        "drafts a tree of guesses, feature by feature. Usually the highest acceptance of these "
-        "methods. *Training:* one small layer on the target's features. *Running:* one small layer "
-        "per draft step."
-    ),
-}
+METHODS = ("baseline", "ngram", "draft", "medusa", "eagle")  # those with a description (i18n "method.NAME")
 
 
-def method_text(name: str) -> str:
-    return METHOD_TEXT.get(name, f"**{name}**: no description yet.")
+def method_text(name: str, lang: str = "en") -> str:
+    key = f"method.{name}"
+    return text(key, lang) if has(key) else text("method.unknown", lang, name=name)
 
 
 def expected_tokens(a: float, k: float) -> float:
@@ -89,44 +68,116 @@ def measured_inputs(rounds: list[Round]) -> Optional[dict[str, float]]:
     }
 
 
-def formula_markdown(rounds: list[Round], measured_speedup: Optional[float]) -> str:
+def formula_markdown(rounds: list[Round], measured_speedup: Optional[float], lang: str = "en") -> str:
     """The formula filled in with a run's a, k, c, beside the measured speedup."""
     inputs = measured_inputs(rounds)
     if inputs is None:
-        return (
-            "**Expected speedup** (Leviathan et al.): E = (1 − a^(k+1)) / (1 − a) tokens per round, "
-            "speedup = E / (k·c + 1). This run guessed nothing, so there is nothing to fill in."
-        )
+        return text("formula.none", lang)
     a, k, c = inputs["a"], inputs["k"], inputs["c"]
     e = expected_tokens(a, k)
-    predicted = expected_speedup(a, k, c)
-    measured = f"**{measured_speedup:.2f}×**" if measured_speedup else "— (run the baseline to measure it)"
-    return "\n".join([
-        "**Expected speedup** (Leviathan et al., 2023)",
-        "",
-        f"- per-token acceptance **a = {a:.2f}** (kept guesses / checked guesses), "
-        f"**k = {k:.3g}** guesses per round (the mean length of a guessed path), "
-        f"guess cost **c = {c:.3f}** target forwards",
-        f"- E[tokens per round] = (1 − a^(k+1)) / (1 − a) = (1 − {a:.2f}^{k + 1:.3g}) / (1 − {a:.2f}) "
-        f"= **{e:.2f}**",
-        f"- expected speedup = E / (k·c + 1) = {e:.2f} / ({k:.3g}·{c:.3f} + 1) = **{predicted:.2f}×**",
-        f"- measured speedup against the baseline: {measured}",
-        f"- best k for this a and c: **{best_k(a, c)}**. Rule of thumb: one more guess pays only while the "
-        "chance of reaching and keeping it, a^(k+1), exceeds its cost c times the speedup already reached; "
-        "so keep k small (3 to 5) unless acceptance is high or guessing is nearly free. (With c near 0 the "
-        "formula always asks for a larger k, because it counts checking as free; the timeline shows that "
-        "it is not.)",
-        "",
-        "*The formula assumes checking k+1 tokens costs one plain step; on a CPU it costs about two, "
-        "which is why the measured speedup falls short of it.*",
-    ])
+    measured = f"**{measured_speedup:.2f}×**" if measured_speedup else text("formula.no_baseline", lang)
+    return text("formula.filled", lang, a=f"{a:.2f}", k=f"{k:.3g}", k1=f"{k + 1:.3g}", c=f"{c:.3f}", e=f"{e:.2f}",
+                predicted=f"{expected_speedup(a, k, c):.2f}", measured=measured, best=best_k(a, c))
 
 
-def calculator_markdown(a: float, k: int, c: float) -> str:
-    """The formula for any a, k, c (the classroom calculator)."""
-    a, k, c = float(a), int(k), float(c)
-    e = expected_tokens(a, k)
-    return (f"E[tokens per round] = (1 − {a:.2f}^{k + 1}) / (1 − {a:.2f}) = **{e:.2f}**  \n"
-            f"expected speedup = {e:.2f} / ({k}·{c:.2f} + 1) = **{expected_speedup(a, k, c):.2f}×**  \n"
-            f"best k for a = {a:.2f}, c = {c:.2f}: **{best_k(a, c)}** "
-            f"(speedup {expected_speedup(a, best_k(a, c), c):.2f}×)")
+# --- the cost and return calculator -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CostInputs:
+    """The calculator's inputs, in the terms of Leviathan et al. plus two serving terms."""
+
+    c: float = 0.05  # cost of one guessed token, in target forwards (about 0 for prompt lookup)
+    a: float = 0.7  # per-token acceptance rate
+    k: int = 4  # guesses per round
+    verify_share: float = 1.0  # share of a request's time spent in target forwards (the part speculation shortens)
+    extra_mb: float = 40.0  # memory the method adds: draft model or heads, and their KV cache
+    target_mb: float = 632.0  # the target's weights and KV cache (the embedded model's, at a 2,048-token context)
+
+
+@dataclass(frozen=True)
+class CostResult:
+    tokens_per_round: float  # E = (1 - a^(k+1)) / (1 - a)
+    loop_speedup: float  # E / (k*c + 1): the decoding loop alone
+    speedup: float  # end to end: 1 / ((1 - f) + f / loop_speedup)
+    saved: float  # per generated token, the share of plain decoding's cost saved: 1 - 1/speedup
+    extra: float  # per generated token, the cost of the extra memory: (extra_mb / target_mb) / speedup
+    roi: Optional[float]  # (saved - extra) / extra; None when nothing extra is paid (no extra memory)
+
+
+def evaluate(x: CostInputs) -> CostResult:
+    """Speedup and return on investment of one set of calculator inputs (the formulas of the module doc)."""
+    e = expected_tokens(x.a, x.k)
+    loop = e / (x.k * x.c + 1)
+    f = min(max(x.verify_share, 0.0), 1.0)
+    speedup = 1 / ((1 - f) + f / loop)
+    m = x.extra_mb / x.target_mb if x.target_mb > 0 else 0.0
+    saved, extra = 1 - 1 / speedup, m / speedup
+    return CostResult(e, loop, speedup, saved, extra, (saved - extra) / extra if extra > 0 else None)
+
+
+# The embedded target and the shipped weights in memory (float32, 4 bytes a parameter), and KV cache bytes
+# per token = layers x 2 (K and V) x 3 KV heads x 64 dims x 4 bytes. Parameters: the target 134.5M; the
+# tensors stored in assets/draft (7.08M: its other layers are the target's own), assets/eagle (4.21M) and
+# assets/medusa (1.00M); tests/test_app.py checks these against the files.
+EMBEDDED_FOOTPRINT = {  # name -> (weights MB, KV cache bytes per token)
+    "target": (538.0, 30 * 2 * 3 * 64 * 4),
+    "draft": (28.3, 8 * 2 * 3 * 64 * 4),
+    "eagle": (16.8, 1 * 2 * 3 * 64 * 4),
+    "medusa": (4.0, 0),
+}
+CONTEXT_TOKENS = 2048  # the context the KV caches are sized for
+NO_EXTRA_MEMORY = ("baseline", "ngram")  # methods that add nothing to the target's memory
+
+
+def memory_mb(model: str, method: str) -> dict[str, float]:
+    """target_mb and extra_mb of a method, where known: every model for baseline and n-gram (extra 0),
+    the embedded model for the shipped draft and heads; {} or only extra_mb otherwise."""
+    known: dict[str, float] = {"extra_mb": 0.0} if method in NO_EXTRA_MEMORY else {}
+    if model.startswith("embedded:"):
+        def total(name: str) -> float:
+            weights, kv_per_token = EMBEDDED_FOOTPRINT[name]
+            return round(weights + kv_per_token * CONTEXT_TOKENS / 1e6, 1)
+
+        known["target_mb"] = total("target")
+        if method in EMBEDDED_FOOTPRINT:
+            known["extra_mb"] = total(method)
+    return known
+
+
+def time_share(rounds: list[Round]) -> Optional[float]:
+    """The share of a run's time spent in its rounds (drafting and target forwards), prefill excluded."""
+    if not rounds or rounds[-1].elapsed_s <= 0:
+        return None
+    return min(1.0, sum(r.draft_time_s + r.verify_time_s for r in rounds) / rounds[-1].elapsed_s)
+
+
+def run_costs(rounds: list[Round], base: Optional[list[Round]], model: str) -> dict[str, float]:
+    """The calculator's inputs measured on a run: a, k and c from its speculative rounds, the verify
+    share from the baseline (else the run itself), memory where known. Only what is known is returned."""
+    known: dict[str, float] = {}
+    measured = measured_inputs(rounds)
+    if measured:
+        known |= {"a": round(min(measured["a"], 0.99), 2), "k": min(max(round(measured["k"]), 1), MAX_K),
+                  "c": round(min(measured["c"], 1.0), 3)}
+    share = time_share(base or rounds)
+    if share is not None:
+        known["verify_share"] = round(share, 2)
+    if rounds:
+        known |= memory_mb(model, rounds[0].method)
+    return known
+
+
+def calculator_markdown(x: CostInputs, lang: str = "en") -> str:
+    """The calculator's result: the speedup, step by step, and the return on investment."""
+    r = evaluate(x)
+    m = x.extra_mb / x.target_mb if x.target_mb > 0 else 0.0
+    if r.roi is None:
+        roi = text("calc.roi.free", lang)
+    else:
+        verdict = "calc.roi.pays" if r.roi > 0 else "calc.roi.loses"
+        roi = text(verdict, lang, roi=f"{r.roi:.2f}")
+    best = best_k(x.a, x.c)
+    return text("calc.result", lang, a=f"{x.a:.2f}", k=x.k, k1=x.k + 1, c=f"{x.c:.3f}", e=f"{r.tokens_per_round:.2f}",
+                loop=f"{r.loop_speedup:.2f}", f=f"{x.verify_share:.2f}", s=f"{r.speedup:.2f}",
+                saved=f"{r.saved:.3f}", extra_mb=f"{x.extra_mb:g}", target_mb=f"{x.target_mb:g}", m=f"{m:.3f}",
+                extra=f"{r.extra:.3f}", roi=roi, best=best, best_s=f"{expected_speedup(x.a, best, x.c):.2f}")

@@ -1,12 +1,20 @@
-"""The page's texts in English and Simplified Chinese, one dict per language (same keys in both).
+"""Every text the page shows, in English and Simplified Chinese: one dict per language, the same keys in both.
 
-Partial: the introduction, the tab names and the colour legend switch today; the other labels, the
-step narration and the error messages are still English only."""
+Values are str.format templates: `text("status.done", "zh", reason=...)`. Table headers are one string
+with " | " between the columns. Chinese follows common usage: 推测解码 (speculative decoding), 草稿模型
+(draft model), 目标模型 (target model), 接受率 (acceptance rate), 加速比 (speedup), 奖励 token (bonus
+token), 验证 (verify), 前向计算 (forward pass). Method names, parameter names and code stay as they are.
+tests/test_i18n.py checks that both dicts have the same keys and placeholders, and that app.py writes
+no user-visible English of its own.
+"""
 from __future__ import annotations
+
+from typing import Any, Optional
 
 LANGUAGES = {"English": "en", "中文": "zh"}  # the switch's choices -> language code
 
 EN = {
+    # --- the page ---
     "intro": """# specviz: speculative decoding, round by round
 A cheap guesser proposes a few tokens; the big **target** model checks them all in **one** forward pass,
 keeps the longest run it agrees with, and adds one token of its own (the **bonus**). Same text as plain
@@ -15,42 +23,616 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "tab.compare": "Side by side",
     "tab.step": "Step by step (classroom)",
     "tab.replay": "Replay a trace",
+    "tab.calc": "Cost and return",
     "tab.explain": "How it works",
     "tab.api": "API",
+    "ctl.prompt": "Prompt",
+    "ctl.placeholder": "Ask something, or pick an example below.",
+    "ctl.examples": "Example prompts",
+    "ctl.method": "Method",
+    "ctl.k": "k: speculative tokens per round",
+    "ctl.temperature": "temperature (0 = greedy)",
+    "ctl.top_p": "top-p",
+    "ctl.max_new_tokens": "max new tokens",
+    "ctl.seed": "seed",
+    "ctl.model": "Target model",
+    # --- the colour legend and token titles ---
     "legend.accepted": "accepted guess",
     "legend.rejected": "rejected guess (replaced)",
     "legend.unreached": "guess after a rejection (never checked)",
     "legend.bonus": "bonus token (from the target)",
+    "legend.sample.accepted": " kept",
+    "legend.sample.rejected": " wrong",
+    "legend.sample.unreached": " later",
+    "legend.sample.bonus": " bonus",
     "legend.note": "│ starts a round; <sup>3/5</sup> = kept / guessed. Hover a token for its draft and target probability.",
+    "status.accepted": "accepted",
+    "status.rejected": "rejected",
+    "status.unreached": "unreached",
+    "status.bonus": "bonus ({source})",
+    "source.target": "target",
+    "source.residual": "residual",
+    "mode.speculate": "speculate",
+    "mode.fallback": "fallback",
+    "mode.plain": "plain",
+    "stop.eos": "eos",
+    "stop.max_new_tokens": "max_new_tokens",
+    "stop.time_budget": "time budget",
+    "title.node": "{piece} — {status}\ndraft p = {draft}, target p = {target}\nkeep chance min(1, target/draft) = {keep}",
+    "title.bonus": "{piece} — bonus token from the {source}\ntarget p = {p}",
+    "summary.plain": "round {n}: plain step ({mode}), 1 token from the target",
+    "summary.spec": "round {n}: {proposed} guessed, {kept} kept, {bonus}",
+    "summary.bonus": "1 bonus",
+    "summary.no_bonus": "no bonus (run stopped)",
+    "stream.empty": "The text appears here, round by round.",
+    "headers.rounds": "round | mode | k | guessed | kept | bonus | added text | draft ms | verify ms | tokens",
+    "headers.tokens": "node | depth | token | status | draft p | target p | min(1, target/draft)",
+    "headers.summary": "method | tau (tokens/round) | acceptance rate | tokens/s | speedup | identical to baseline",
+    "tree.none": "This round guessed nothing: no tree to draw.",
+    "tree.context": "context",
+    "tree.context_title": "the last committed token: every guess hangs from it",
+    "tree.note": "{summary}; {n} nodes in the tree, accepted path in green.",
+    # --- the step-mode narration ---
+    "narr.round": "### Round {n}",
+    "narr.why.fallback": "the engine fell back to plain decoding ({note})",
+    "narr.low_acceptance": "acceptance was low",
+    "narr.why.nothing": "{method} had nothing to guess here",
+    "narr.why.baseline": "the baseline never guesses",
+    "narr.plain": "Nothing was guessed this round: {why}. The target ran one plain step and produced {piece} "
+                  "(target p = {p}).",
+    "narr.chain": "a chain",
+    "narr.tree": "a tree",
+    "narr.guessed": "**{method}** guessed **{n}** tokens as {shape}: {guesses}. The target checked them all in "
+                    "**one** forward pass.",
+    "narr.kept": "It kept **{n}**: {kept}.",
+    "narr.none": "none",
+    "narr.more_rejected": "…and {n} more rejected branches.",
+    "narr.unreached": "{n} guess(es) came after a rejection and were never checked: once one token is wrong, "
+                      "everything after it was guessed from the wrong text.",
+    "narr.preferred": "; its top choice there was {piece}",
+    "narr.rejected_greedy": "{piece} was **rejected**: at temperature 0 a guess is kept only if it is the target's "
+                            "top choice, and the target gave it p = {p}{preferred}.",
+    "narr.no_draft_prob": "1 (no draft probability: a certain guess)",
+    "narr.rejected_sampled": "{piece} was **rejected**: the target gave it p = {target}, the draft {draft}; a guess "
+                             "is kept with chance min(1, target / draft) = {keep}, and the coin said no.",
+    "narr.no_bonus": "No bonus token: the run stopped inside this round.",
+    "narr.after_kept": "after the last kept guess",
+    "narr.in_place": "in place of the first guess",
+    "narr.how.residual": "sampled from the **residual** max(0, target − draft), renormalised: the probability the "
+                         "target wanted there and the draft did not already cover, which keeps the output "
+                         "distribution exactly the target's",
+    "narr.how.greedy": "the target's top choice there",
+    "narr.how.sampled": "sampled from the target's own distribution there",
+    "narr.bonus": "**Bonus**: {piece} {where}, {how} (target p = {p}). This round committed **{n}** token(s) for "
+                  "one target forward.",
+    "narr.stop": "The run stopped here ({reason}).",
+    # --- losslessness ---
+    "lossless.sampling": "*Sampling (temperature > 0): speculative decoding keeps the target's distribution, not "
+                         "the exact text, so the two texts differ by chance. Set temperature 0 to compare them.*",
+    "lossless.prefix": "✓ **Identical to the baseline on the first {n} tokens**: {who} stopped early at {n} tokens "
+                       "(time budget or stop), so only those were compared.",
+    "lossless.identical": "✓ **Identical to the baseline**: all {n} tokens match, as speculative decoding promises.",
+    "lossless.ended_earlier": "✗ Same first {n} tokens; one run ended earlier ({a} against {b} tokens).",
+    "lossless.first_difference": "✗ **First difference at token {n}**: after …{context} the speculative run wrote "
+                                 "{spec} and the baseline {base}. A near-tie between two tokens can flip when the "
+                                 "target scores several tokens at once (different float rounding); a difference at "
+                                 "a clear winner would be a bug.",
+    "lossless.self": "*This is the baseline itself.*",
+    "lossless.tick": "*Tick 'compare with the baseline' to check the text against plain decoding.*",
+    "who.baseline": "the baseline",
+    "who.run": "this run",
+    "identical.yes": "yes",
+    "identical.no": "no (token {n})",
+    "identical.prefix": "yes ({who} stopped early at {n} tokens: compared the first {n})",
+    "identical.sampling": "n/a (sampling)",
+    # --- status lines ---
+    "status.starting": "**{label}**: starting…",
+    "status.done": "done ({reason})",
+    "status.stopped": "stopped",
+    "status.running": "running",
+    "status.time_budget": "ended early: past the server's time budget (the text so far is correct, only shorter)",
+    "status.line": "**{label}** · {state} · {summary} · {tokens} tokens in {rounds} rounds · {tps} tokens/s · "
+                   "acceptance {acceptance}",
+    "status.speedup": " · **{speedup}× the baseline's speed**",
+    "status.baseline_now": "now the baseline for comparison: {n} tokens…",
+    "status.stop_pressed": "**stopped**",
+    "column.waiting": "waiting…",
+    "column.state": "{tokens} tokens · {tps} tok/s · tau {tau} · acceptance {acceptance}",
+    "compare.running_baseline": "running **baseline** (the reference): {n} tokens…",
+    "compare.done": "**done**: summary below",
+    "step.status": "**{label}**: round **{n}** of {total} · {summary} · {tokens} tokens so far",
+    "step.preparing": "preparing **{method}**: {n} rounds so far…",
+    # --- errors ---
+    "err.prompt_empty": "The prompt is empty: type a prompt or pick an example.",
+    "err.prompt_long": "The prompt is {n} characters long; the limit is {limit}.",
+    "err.model": "Unknown model {model}; choose one of: {choices}.",
+    "err.method": "Unknown method {method}; choose one of: {choices}.",
+    "err.int": "{name} must be a whole number from {low} to {high}, got {value}",
+    "err.float": "{name} must be a number {bounds}, got {value}",
+    "err.bounds.from": "from {low} to {high}",
+    "err.bounds.above": "above {low} and at most {high}",
+    "err.engine": "{message}",
+    "err.memory": "The server ran out of memory on this request: ask for fewer tokens or a shorter prompt. The next "
+                  "request starts afresh.",
+    "err.compare_count": "Pick two to {most} methods to compare (you picked {n}).",
+    "err.step_first": "Press Prepare first: it runs the generation once, then you step through it.",
+    "err.trace_missing": "Upload a trace (.json) or pick a demo trace first.",
+    "err.trace_bad": "This trace cannot be replayed: {reason}",
+    "err.replay_first": "Replay a trace first, then pick one of its runs to step through.",
+    "err.calc": "The calculator needs numbers in every field.",
+    "err.api_time_budget": "The run passed the server's time budget of {budget} s after {tokens} tokens: ask for "
+                           "fewer tokens, or try again later.",
+    # --- the live run ---
+    "live.run": "Run",
+    "live.stop": "Stop",
+    "live.with_baseline": "compare with the baseline (speedup, identical text; run once per prompt and settings, "
+                          "then reused)",
+    "live.plain_text": "Plain text",
+    "live.inspector": "Round inspector: the candidate tree and every token's probabilities",
+    "live.pick": "round to inspect (the newest while a run streams)",
+    "live.all_rounds": "All rounds",
+    "live.trace_file": "This run as a trace (JSON): download it, replay it in the Replay tab without a model",
+    "live.production": "In production: this run for vLLM and transformers",
+    # --- side by side ---
+    "compare.methods": "Methods (two to {most}; they run one after another)",
+    "compare.run": "Run side by side",
+    "compare.summary": "Summary",
+    "compare.trace_file": "These runs as a trace (JSON): download it, replay it in the Replay tab without a model",
+    "compare.production": "In production: these runs for vLLM and transformers",
+    # --- step mode ---
+    "step.intro": "Runs the generation once, then shows it **one round per click** with an account of what "
+                  "happened and why.",
+    "step.prepare": "Prepare",
+    "step.back": "◀ previous round",
+    "step.next": "next round ▶",
+    "step.first": "first round",
+    "step.last": "last round",
+    "step.press_prepare": "Press Prepare.",
+    # --- replay ---
+    "replay.intro": "Replays a saved run (a **trace**: the rounds of a run plus its settings) with the same "
+                    "colours, trees and charts, **without loading a model**. Save one under a Live or Side-by-side "
+                    "run, or pick a demo recorded on the embedded model.",
+    "replay.upload": "trace (.json)",
+    "replay.demo": "or a demo trace",
+    "replay.speed": "speed (1 = as recorded, 0 = at once)",
+    "replay.play": "Replay",
+    "replay.production": "In production: the trace's settings for vLLM and transformers",
+    "replay.step_heading": "### Step through a replayed run, one round per click",
+    "replay.run": "run",
+    "replay.step": "Step mode",
+    "trace.heading": "**Trace** of {runs} on `{model}` · k {k} · temperature {temperature} · top-p {top_p} · "
+                     "seed {seed} · {max_new_tokens} tokens max · recorded {created}{libs}  \n> {prompt}",
+    "trace.libs": " with {libs}",
+    # --- production ---
+    "production.intro": "The same settings for a production server (vLLM) and for transformers' `generate()`; "
+                        "what has no equivalent is said, not invented.",
+    "production.no_vllm": "vLLM: no equivalent.",
+    "production.no_generate": "transformers: no equivalent in `generate()`.",
+    "note.ngram_min": "transformers' prompt lookup matches n-grams of up to max_matching_ngram_size tokens; it has "
+                      "no minimum size.",
+    "note.no_generate": "transformers' generate() has no {method} decoding: serve it with vLLM (or the {method} "
+                        "authors' code).",
+    "note.vllm_heads": "vLLM loads {method} heads in its own checkpoint format; specviz's trained heads would need "
+                       "converting first, so `model` names where such a checkpoint would live.",
+    "note.eagle_chain": "vLLM verifies a chain of num_speculative_tokens guesses; specviz's EAGLE verifies a tree.",
+    "note.unknown": "specviz knows no production equivalent of method {method}.",
+    "note.adaptive_k": "adaptive k has no equivalent here: both libraries use the fixed starting k.",
+    "note.fallback": "neither library falls back to plain decoding on low acceptance; vLLM's nearest switch is "
+                     "disable_by_batch_size, which reacts to load instead.",
+    # --- charts ---
+    "chart.acceptance": "Acceptance rate",
+    "chart.acceptance.run": "over the run (so far)",
+    "chart.acceptance.position": "by draft position",
+    "chart.histogram": "Accepted tokens per round",
+    "chart.speed": "Speed",
+    "chart.speed.waiting": "Speed (speedup appears once the baseline has run)",
+    "chart.speed.time": "tokens over time",
+    "chart.speed.tps": "tokens per second",
+    "chart.timeline": "Timeline: draft time (light) and verify time (dark) per round",
+    "chart.series.draft": "{label}: draft",
+    "chart.series.verify": "{label}: verify",
+    "axis.round": "round",
+    "axis.position": "position in the guess",
+    "axis.kept": "guesses kept in a round",
+    "axis.rounds": "rounds",
+    "axis.seconds": "seconds",
+    "axis.tokens": "tokens",
+    "axis.ms": "ms",
+    # --- explanations ---
+    "explain.methods": "### The methods",
+    "explain.formula": "### How much faster? (Leviathan et al., 2023)\nWith per-token acceptance **a**, **k** "
+                       "guesses per round and a guess costing **c** target forwards: E[tokens per round] = "
+                       "(1 − a^(k+1)) / (1 − a), speedup = E / (k·c + 1). Each run fills this in with its measured "
+                       "a, k and c; the **Cost and return** tab lets you change them.",
+    "method.baseline": "**Baseline**: plain decoding. One target forward per token; guesses nothing. It is the "
+                       "reference for both the speed and the text.",
+    "method.ngram": "**N-gram (prompt lookup)**: finds the last few tokens earlier in the prompt or output and "
+                    "guesses that what followed them then follows them again. *Training:* none. *Running:* a string "
+                    "search, nearly free. Shines when the answer copies the input (summaries, code edits, "
+                    "repetition); guesses little in open chat. It has no draft probabilities: its guess counts as "
+                    "certain (draft probability 1).",
+    "method.draft": "**Draft model**: a small language model with the same tokenizer writes k tokens one by one; "
+                    "the target checks them all in one forward. *Training:* none if a small sibling exists, "
+                    "otherwise distil one. *Running:* a second model in memory and k small forwards per round.",
+    "method.medusa": "**Medusa**: extra heads on the target's last hidden state; head i guesses the token i+1 places "
+                     "ahead. Their top guesses form a tree that the target checks in one forward with a tree "
+                     "attention mask. *Training:* the heads only, target frozen. *Running:* a few linear layers, "
+                     "nearly free.",
+    "method.eagle": "**EAGLE**: a one-layer decoder that runs on the target's own features (hidden states) and "
+                    "drafts a tree of guesses, feature by feature. Usually the highest acceptance of these methods. "
+                    "*Training:* one small layer on the target's features. *Running:* one small layer per draft "
+                    "step.",
+    "method.unknown": "**{name}**: no description yet.",
+    "formula.none": "**Expected speedup** (Leviathan et al.): E = (1 − a^(k+1)) / (1 − a) tokens per round, "
+                    "speedup = E / (k·c + 1). This run guessed nothing, so there is nothing to fill in.",
+    "formula.no_baseline": "— (run the baseline to measure it)",
+    "formula.filled": """**Expected speedup** (Leviathan et al., 2023)
+
+- per-token acceptance **a = {a}** (kept guesses / checked guesses), **k = {k}** guesses per round (the mean length of a guessed path), guess cost **c = {c}** target forwards
+- E[tokens per round] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
+- expected speedup = E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{predicted}×**
+- measured speedup against the baseline: {measured}
+- best k for this a and c: **{best}**. Rule of thumb: one more guess pays only while the chance of reaching and keeping it, a^(k+1), exceeds its cost c times the speedup already reached; so keep k small (3 to 5) unless acceptance is high or guessing is nearly free. (With c near 0 the formula always asks for a larger k, because it counts checking as free; the timeline shows that it is not.)
+
+*The formula assumes checking k+1 tokens costs one plain step; on a CPU it costs about two, which is why the measured speedup falls short of it. The **Cost and return** tab now holds this run's values.*""",
+    # --- the cost and return calculator ---
+    "calc.intro": """### Cost and return of speculative decoding
+Each finished run (live, side by side or replayed) fills this in with what it measured; change any value to ask "what if?".
+
+- **c**: the cost of one guessed token, in target forward passes (measured: draft time per guessed token / verify time per round; about 0 for n-gram lookup).
+- **a**: the per-token acceptance rate; **k**: guesses per round.
+- **verify share f**: the share of a request's time spent in the target's forward passes, the part speculation shortens (measured on the baseline: time in rounds / total time; the rest is prefill and overhead).
+- **memory**: what the method adds (draft model or heads, and their KV cache) against the target's own weights and KV cache, in MB.
+
+**Return on investment** = (saved compute − extra cost) / extra cost, where a server pays for memory × time: per generated token, plain decoding costs 1; speculation makes the token take 1/S of the time, so it **saves** 1 − 1/S of the target's cost and **pays** m / S for the extra memory (m = extra MB / target MB). ROI = (S − 1 − m) / m.""",
+    "calc.source": "prefill from a run of this session",
+    "calc.source.label": "#{n} {where}: {method}",
+    "calc.where.live": "live",
+    "calc.where.compare": "side by side",
+    "calc.where.replay": "replay",
+    "calc.no_run": "*No run yet: the values below are an example. Finish a run (or replay a trace) to fill them in.*",
+    "calc.prefilled": "Filled in from **{method}**'s measured records; kept as they were (not measured): {kept}.",
+    "calc.baseline": "**{method}** does not speculate: it guesses nothing, so there is no acceptance or draft cost "
+                     "to measure. Only what the baseline measures (verify share, memory) was filled in; the other "
+                     "values are kept for you to explore.",
+    "calc.field.c": "c: cost of a guessed token / one target forward",
+    "calc.field.a": "a: acceptance rate",
+    "calc.field.k": "k: guesses per round",
+    "calc.field.verify_share": "f: share of time in target forwards (verify)",
+    "calc.field.extra_mb": "extra memory: draft / heads + their KV cache (MB)",
+    "calc.field.target_mb": "target memory: weights + KV cache (MB)",
+    "calc.result": """**Speedup**
+- E[tokens per round] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
+- decoding loop: E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{loop}×**
+- end to end, with f = {f} of the time in target forwards: S = 1 / ((1 − f) + f / {loop}) = **{s}×**
+
+**Return on investment** (per generated token, plain decoding = 1)
+- saved compute: 1 − 1/S = **{saved}**
+- extra cost: m / S with m = {extra_mb} MB / {target_mb} MB = {m}: **{extra}**
+- {roi}
+
+Best k for this a and c: **{best}** (loop speedup {best_s}×).""",
+    "calc.roi.free": "ROI: no extra memory, so nothing extra to pay back: every speedup above 1 is pure gain.",
+    "calc.roi.pays": "ROI = (saved − extra) / extra = **{roi}**: each unit spent on the extra memory returns {roi} "
+                     "units more than it costs.",
+    "calc.roi.loses": "ROI = (saved − extra) / extra = **{roi}**: the extra memory costs more than the time it "
+                      "saves.",
+    "calc.chart.title": "Expected end-to-end speedup (c = {c}, f = {f}); dashed line: speedup 1",
+    "calc.chart.k": "k: guesses per round",
+    "calc.chart.a": "a: acceptance rate",
+    "calc.chart.colorbar": "speedup",
+    "calc.chart.current": "now",
+    # --- the API tab ---
+    "api.text": """### Scripts: the `/speculate` endpoint
+```python
+from gradio_client import Client
+client = Client("http://127.0.0.1:7860/")
+out = client.predict("Repeat: one two three, one two three,", "ngram", 48, 0.0, api_name="/speculate")
+out["text"]                         # the generated text
+out["rounds"][0]                    # one record per round: tokens, status, draft_probs, target_probs, ...
+out["metrics"]["acceptance_rate"]   # also mean_accepted_tokens, tokens_per_s, rounds, new_tokens, ...
+```
+Arguments: `prompt`, `method`, `max_new_tokens` (1 to {max_new}), `temperature` (0 to {max_t}); optional
+`k` (1 to {max_k}), `top_p` (0 to 1], `seed`. Invalid values raise an error on the client (in English). Requests
+share one model and run one at a time from a bounded queue.""",
 }
 
 ZH = {
+    # --- the page ---
     "intro": """# specviz：推测解码，一轮一轮地看
-一个廉价的草稿（猜测器）先提出几个 token；大的**目标模型**在**一次**前向计算中检查全部猜测，
+一个廉价的猜测器先提出几个 token；大的**目标模型**在**一次**前向计算中验证全部猜测，
 保留它认可的最长一段，再自己添加一个 token（**奖励 token**）。在温度 0 时生成的文本与普通解码完全相同，
-但目标模型的前向次数更少。选择一个提示词和一种方法，然后点击 **Run**。""",
+但目标模型的前向计算次数更少。选择一个提示词和一种方法，然后点击 **运行**。""",
     "tab.live": "实时运行",
     "tab.compare": "并排比较",
     "tab.step": "逐轮讲解（课堂）",
     "tab.replay": "回放记录",
+    "tab.calc": "成本与收益",
     "tab.explain": "原理",
     "tab.api": "API",
+    "ctl.prompt": "提示词",
+    "ctl.placeholder": "输入一个问题，或在下方选择一个示例。",
+    "ctl.examples": "示例提示词",
+    "ctl.method": "方法",
+    "ctl.k": "k：每轮推测的 token 数",
+    "ctl.temperature": "温度（0 = 贪心）",
+    "ctl.top_p": "top-p",
+    "ctl.max_new_tokens": "最多生成的 token 数",
+    "ctl.seed": "随机种子",
+    "ctl.model": "目标模型",
+    # --- the colour legend and token titles ---
     "legend.accepted": "被接受的猜测",
     "legend.rejected": "被拒绝的猜测（已替换）",
-    "legend.unreached": "拒绝之后的猜测（未检查）",
+    "legend.unreached": "拒绝之后的猜测（未验证）",
     "legend.bonus": "奖励 token（来自目标模型）",
+    "legend.sample.accepted": " 保留",
+    "legend.sample.rejected": " 错误",
+    "legend.sample.unreached": " 之后",
+    "legend.sample.bonus": " 奖励",
     "legend.note": "│ 表示一轮的开始；<sup>3/5</sup> = 接受数 / 猜测数。鼠标悬停在 token 上可查看草稿模型与目标模型的概率。",
+    "status.accepted": "接受",
+    "status.rejected": "拒绝",
+    "status.unreached": "未验证",
+    "status.bonus": "奖励（{source}）",
+    "source.target": "目标模型",
+    "source.residual": "残差分布",
+    "mode.speculate": "推测",
+    "mode.fallback": "回退",
+    "mode.plain": "普通",
+    "stop.eos": "结束符",
+    "stop.max_new_tokens": "达到最大 token 数",
+    "stop.time_budget": "时间预算用完",
+    "title.node": "{piece} — {status}\n草稿概率 p = {draft}，目标概率 p = {target}\n保留概率 min(1, 目标/草稿) = {keep}",
+    "title.bonus": "{piece} — 来自{source}的奖励 token\n目标概率 p = {p}",
+    "summary.plain": "第 {n} 轮：普通一步（{mode}），目标模型生成 1 个 token",
+    "summary.spec": "第 {n} 轮：猜测 {proposed} 个，保留 {kept} 个，{bonus}",
+    "summary.bonus": "1 个奖励 token",
+    "summary.no_bonus": "无奖励 token（运行已停止）",
+    "stream.empty": "生成的文本会在这里一轮一轮地出现。",
+    "headers.rounds": "轮次 | 模式 | k | 猜测 | 保留 | 奖励 token | 新增文本 | 草稿 ms | 验证 ms | token 数",
+    "headers.tokens": "节点 | 深度 | token | 状态 | 草稿概率 | 目标概率 | min(1, 目标/草稿)",
+    "headers.summary": "方法 | tau（token/轮） | 接受率 | token/秒 | 加速比 | 与基线相同",
+    "tree.none": "这一轮没有猜测：没有树可画。",
+    "tree.context": "上下文",
+    "tree.context_title": "最后一个已确认的 token：所有猜测都从这里展开",
+    "tree.note": "{summary}；树中共 {n} 个节点，绿色为被接受的路径。",
+    # --- the step-mode narration ---
+    "narr.round": "### 第 {n} 轮",
+    "narr.why.fallback": "引擎回退到了普通解码（{note}）",
+    "narr.low_acceptance": "接受率过低",
+    "narr.why.nothing": "{method} 在这里没有可猜的内容",
+    "narr.why.baseline": "基线从不猜测",
+    "narr.plain": "这一轮没有猜测：{why}。目标模型做了一步普通解码，生成了 {piece}（目标概率 p = {p}）。",
+    "narr.chain": "一条链",
+    "narr.tree": "一棵树",
+    "narr.guessed": "**{method}** 以{shape}的形式猜测了 **{n}** 个 token：{guesses}。目标模型在**一次**前向计算中验证了全部猜测。",
+    "narr.kept": "保留了 **{n}** 个：{kept}。",
+    "narr.none": "无",
+    "narr.more_rejected": "……另有 {n} 个被拒绝的分支。",
+    "narr.unreached": "有 {n} 个猜测位于被拒绝的 token 之后，从未被验证：一旦某个 token 错了，之后的猜测都是基于错误的文本做出的。",
+    "narr.preferred": "；目标模型在这里的首选是 {piece}",
+    "narr.rejected_greedy": "{piece} 被**拒绝**：在温度 0 下，只有目标模型的首选 token 才会被保留，而目标模型给它的概率是 p = {p}{preferred}。",
+    "narr.no_draft_prob": "1（没有草稿概率：视为确定的猜测）",
+    "narr.rejected_sampled": "{piece} 被**拒绝**：目标模型给它的概率是 p = {target}，草稿模型是 {draft}；猜测以 min(1, 目标 / 草稿) = {keep} 的概率被保留，而这次抽签的结果是否。",
+    "narr.no_bonus": "没有奖励 token：运行在这一轮中停止了。",
+    "narr.after_kept": "接在最后一个被保留的猜测之后",
+    "narr.in_place": "取代了第一个猜测",
+    "narr.how.residual": "从**残差分布** max(0, 目标 − 草稿) 归一化后采样得到：也就是目标模型想要、而草稿模型尚未覆盖的那部分概率，这保证了输出分布与目标模型完全一致",
+    "narr.how.greedy": "是目标模型在这里的首选",
+    "narr.how.sampled": "从目标模型自己在这里的分布中采样得到",
+    "narr.bonus": "**奖励 token**：{piece}，{where}，{how}（目标概率 p = {p}）。这一轮用一次目标模型前向计算确认了 **{n}** 个 token。",
+    "narr.stop": "运行在这里停止（{reason}）。",
+    # --- losslessness ---
+    "lossless.sampling": "*采样（温度 > 0）：推测解码保持的是目标模型的分布，而不是完全相同的文本，所以两段文本会随机地不同。把温度设为 0 即可逐 token 比较。*",
+    "lossless.prefix": "✓ **前 {n} 个 token 与基线完全相同**：{who}在 {n} 个 token 时提前停止（时间预算或手动停止），因此只比较了这些 token。",
+    "lossless.identical": "✓ **与基线完全相同**：全部 {n} 个 token 一致，正如推测解码所保证的。",
+    "lossless.ended_earlier": "✗ 前 {n} 个 token 相同；其中一次运行提前结束（{a} 对 {b} 个 token）。",
+    "lossless.first_difference": "✗ **第 {n} 个 token 首次不同**：在 …{context} 之后，推测解码写出了 {spec}，而基线写出了 {base}。当目标模型一次为多个 token 打分时（浮点舍入不同），两个几乎并列的 token 可能互换；如果差异出现在明显的首选上，那就是 bug。",
+    "lossless.self": "*这就是基线本身。*",
+    "lossless.tick": "*勾选“与基线比较”，即可把文本与普通解码逐 token 对照。*",
+    "who.baseline": "基线",
+    "who.run": "本次运行",
+    "identical.yes": "是",
+    "identical.no": "否（第 {n} 个 token）",
+    "identical.prefix": "是（{who}在 {n} 个 token 时提前停止：比较了前 {n} 个）",
+    "identical.sampling": "不适用（采样）",
+    # --- status lines ---
+    "status.starting": "**{label}**：开始……",
+    "status.done": "完成（{reason}）",
+    "status.stopped": "已停止",
+    "status.running": "运行中",
+    "status.time_budget": "提前结束：超过了服务器的时间预算（已生成的文本是正确的，只是更短）",
+    "status.line": "**{label}** · {state} · {summary} · {rounds} 轮共 {tokens} 个 token · {tps} token/秒 · 接受率 {acceptance}",
+    "status.speedup": " · **速度是基线的 {speedup}×**",
+    "status.baseline_now": "正在运行用于比较的基线：{n} 个 token……",
+    "status.stop_pressed": "**已停止**",
+    "column.waiting": "等待中……",
+    "column.state": "{tokens} 个 token · {tps} token/秒 · tau {tau} · 接受率 {acceptance}",
+    "compare.running_baseline": "正在运行**基线**（参照）：{n} 个 token……",
+    "compare.done": "**完成**：汇总见下方",
+    "step.status": "**{label}**：第 **{n}** 轮，共 {total} 轮 · {summary} · 目前共 {tokens} 个 token",
+    "step.preparing": "正在准备 **{method}**：目前 {n} 轮……",
+    # --- errors ---
+    "err.prompt_empty": "提示词为空：请输入提示词，或选择一个示例。",
+    "err.prompt_long": "提示词有 {n} 个字符；上限是 {limit}。",
+    "err.model": "未知的模型 {model}；请从以下选择：{choices}。",
+    "err.method": "未知的方法 {method}；请从以下选择：{choices}。",
+    "err.int": "{name} 必须是 {low} 到 {high} 之间的整数，收到的是 {value}",
+    "err.float": "{name} 必须是{bounds}的数，收到的是 {value}",
+    "err.bounds.from": " {low} 到 {high} 之间",
+    "err.bounds.above": "大于 {low} 且不超过 {high} ",
+    "err.engine": "运行出错：{message}",
+    "err.memory": "服务器处理这个请求时内存不足：请减少 token 数或缩短提示词。下一个请求会重新开始。",
+    "err.compare_count": "请选择 2 到 {most} 种方法进行比较（你选择了 {n} 种）。",
+    "err.step_first": "请先点击“准备”：它会先完整生成一次，然后你可以逐轮查看。",
+    "err.trace_missing": "请先上传一个记录文件（.json），或选择一个示例记录。",
+    "err.trace_bad": "这个记录无法回放：{reason}",
+    "err.replay_first": "请先回放一个记录，再选择其中一次运行逐轮查看。",
+    "err.calc": "计算器的每个输入框都需要填写数字。",
+    "err.api_time_budget": "运行在生成 {tokens} 个 token 后超过了服务器 {budget} 秒的时间预算：请减少 token 数，或稍后再试。",
+    # --- the live run ---
+    "live.run": "运行",
+    "live.stop": "停止",
+    "live.with_baseline": "与基线比较（加速比、文本是否相同；每个提示词和设置只运行一次，之后复用）",
+    "live.plain_text": "纯文本",
+    "live.inspector": "单轮检查：候选树和每个 token 的概率",
+    "live.pick": "要检查的轮次（运行时显示最新一轮）",
+    "live.all_rounds": "全部轮次",
+    "live.trace_file": "本次运行的记录（JSON）：下载后可在“回放记录”中无需模型回放",
+    "live.production": "用于生产环境：本次运行对应的 vLLM 与 transformers 配置",
+    # --- side by side ---
+    "compare.methods": "方法（2 到 {most} 种；依次运行）",
+    "compare.run": "并排运行",
+    "compare.summary": "汇总",
+    "compare.trace_file": "这些运行的记录（JSON）：下载后可在“回放记录”中无需模型回放",
+    "compare.production": "用于生产环境：这些运行对应的 vLLM 与 transformers 配置",
+    # --- step mode ---
+    "step.intro": "先完整生成一次，然后**每点击一次展示一轮**，并说明发生了什么以及原因。",
+    "step.prepare": "准备",
+    "step.back": "◀ 上一轮",
+    "step.next": "下一轮 ▶",
+    "step.first": "第一轮",
+    "step.last": "最后一轮",
+    "step.press_prepare": "请点击“准备”。",
+    # --- replay ---
+    "replay.intro": "回放一次保存下来的运行（**记录**：一次运行的各轮数据及其设置），颜色、树和图表都与原来相同，**无需加载模型**。可在“实时运行”或“并排比较”下方保存记录，或选择在内置模型上录制的示例。",
+    "replay.upload": "记录文件（.json）",
+    "replay.demo": "或选择示例记录",
+    "replay.speed": "速度（1 = 按录制速度，0 = 立即显示）",
+    "replay.play": "回放",
+    "replay.production": "用于生产环境：该记录的设置对应的 vLLM 与 transformers 配置",
+    "replay.step_heading": "### 逐轮查看回放的运行，每点击一次一轮",
+    "replay.run": "运行",
+    "replay.step": "逐轮模式",
+    "trace.heading": "**记录**：{runs}，模型 `{model}` · k {k} · 温度 {temperature} · top-p {top_p} · 种子 {seed} · 最多 {max_new_tokens} 个 token · 录制于 {created}{libs}  \n> {prompt}",
+    "trace.libs": "，使用 {libs}",
+    # --- production ---
+    "production.intro": "同样的设置在生产服务器（vLLM）和 transformers 的 `generate()` 中的写法；没有对应功能的地方会直接说明，而不是编造。",
+    "production.no_vllm": "vLLM：没有对应的配置。",
+    "production.no_generate": "transformers：`generate()` 中没有对应的参数。",
+    "note.ngram_min": "transformers 的提示词查找（prompt lookup）匹配最长 max_matching_ngram_size 个 token 的 n-gram；它没有最小长度。",
+    "note.no_generate": "transformers 的 generate() 不支持 {method} 解码：请用 vLLM（或 {method} 作者的代码）部署。",
+    "note.vllm_heads": "vLLM 以自己的检查点格式加载 {method} 头；specviz 训练的头需要先转换，所以 `model` 指的是这种检查点应在的位置。",
+    "note.eagle_chain": "vLLM 验证的是由 num_speculative_tokens 个猜测组成的链；specviz 的 EAGLE 验证的是一棵树。",
+    "note.unknown": "specviz 不知道方法 {method} 在生产环境中的对应配置。",
+    "note.adaptive_k": "自适应 k 在这里没有对应：两个库都使用固定的初始 k。",
+    "note.fallback": "两个库都不会在接受率低时回退到普通解码；vLLM 最接近的开关是 disable_by_batch_size，但它是根据负载而不是接受率来切换的。",
+    # --- charts ---
+    "chart.acceptance": "接受率",
+    "chart.acceptance.run": "随运行变化（至今）",
+    "chart.acceptance.position": "按草稿位置",
+    "chart.histogram": "每轮被接受的 token 数",
+    "chart.speed": "速度",
+    "chart.speed.waiting": "速度（运行基线后显示加速比）",
+    "chart.speed.time": "token 数随时间变化",
+    "chart.speed.tps": "每秒 token 数",
+    "chart.timeline": "时间线：每轮的草稿时间（浅色）与验证时间（深色）",
+    "chart.series.draft": "{label}：草稿",
+    "chart.series.verify": "{label}：验证",
+    "axis.round": "轮次",
+    "axis.position": "在猜测中的位置",
+    "axis.kept": "一轮中保留的猜测数",
+    "axis.rounds": "轮数",
+    "axis.seconds": "秒",
+    "axis.tokens": "token 数",
+    "axis.ms": "毫秒",
+    # --- explanations ---
+    "explain.methods": "### 各种方法",
+    "explain.formula": "### 能快多少？（Leviathan 等，2023）\n设每个 token 的接受率为 **a**，每轮猜测 **k** 个，每个猜测的成本为目标模型前向计算的 **c** 倍：E[每轮 token 数] = (1 − a^(k+1)) / (1 − a)，加速比 = E / (k·c + 1)。每次运行都会用实测的 a、k、c 代入这个公式；在“**成本与收益**”标签页中可以修改它们。",
+    "method.baseline": "**基线（baseline）**：普通解码。每个 token 做一次目标模型前向计算，不做任何猜测。它是速度和文本两方面的参照。",
+    "method.ngram": "**N-gram（提示词查找）**：在提示词或已生成的输出中找到与最后几个 token 相同的片段，并猜测当时跟在后面的内容会再次出现。*训练：*无。*运行：*一次字符串查找，几乎没有成本。当回答复制输入时（摘要、代码修改、重复内容）效果最好；在开放式聊天中猜得很少。它没有草稿概率：它的猜测被视为确定的（草稿概率为 1）。",
+    "method.draft": "**草稿模型（draft）**：一个使用相同分词器的小语言模型逐个写出 k 个 token；目标模型在一次前向计算中验证全部猜测。*训练：*如果已有小的同系列模型则无需训练，否则需要蒸馏一个。*运行：*内存中多一个模型，每轮多 k 次小的前向计算。",
+    "method.medusa": "**Medusa**：在目标模型最后的隐藏状态上加几个额外的头；第 i 个头猜测往后第 i+1 个位置的 token。它们的首选猜测组成一棵树，目标模型用树形注意力掩码在一次前向计算中验证。*训练：*只训练这些头，目标模型冻结。*运行：*几个线性层，几乎没有成本。",
+    "method.eagle": "**EAGLE**：一个单层解码器，在目标模型自己的特征（隐藏状态）上运行，一个特征接一个特征地起草一棵猜测树。通常是这些方法中接受率最高的。*训练：*在目标模型的特征上训练一个小层。*运行：*每一步起草运行一个小层。",
+    "method.unknown": "**{name}**：暂无说明。",
+    "formula.none": "**预期加速比**（Leviathan 等）：每轮 E = (1 − a^(k+1)) / (1 − a) 个 token，加速比 = E / (k·c + 1)。这次运行没有任何猜测，所以没有可代入的数值。",
+    "formula.no_baseline": "—（运行基线后才能测得）",
+    "formula.filled": """**预期加速比**（Leviathan 等，2023）
+
+- 每个 token 的接受率 **a = {a}**（保留的猜测 / 经过验证的猜测），每轮 **k = {k}** 个猜测（猜测路径的平均长度），猜测成本 **c = {c}** 次目标模型前向计算
+- E[每轮 token 数] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
+- 预期加速比 = E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{predicted}×**
+- 相对基线实测的加速比：{measured}
+- 在这个 a 和 c 下最好的 k：**{best}**。经验法则：只有当到达并保留下一个猜测的概率 a^(k+1) 大于它的成本 c 乘以已达到的加速比时，多猜一个才划算；所以除非接受率很高或猜测几乎免费，k 应该保持较小（3 到 5）。（当 c 接近 0 时，公式总是要求更大的 k，因为它把验证当成免费的；时间线显示事实并非如此。）
+
+*公式假设验证 k+1 个 token 的成本等于普通的一步；在 CPU 上大约是两步，这就是实测加速比达不到公式预期的原因。“**成本与收益**”标签页现在已填入这次运行的数值。*""",
+    # --- the cost and return calculator ---
+    "calc.intro": """### 推测解码的成本与收益
+每次完成的运行（实时、并排或回放）都会用实测的数值填入下面的输入；你可以修改任意一项，看看“如果……会怎样”。
+
+- **c**：一个猜测 token 的成本，以目标模型前向计算为单位（实测：每个猜测 token 的草稿时间 / 每轮验证时间；n-gram 查找约为 0）。
+- **a**：每个 token 的接受率；**k**：每轮的猜测数。
+- **验证占比 f**：一个请求的时间中花在目标模型前向计算上的比例，也就是推测解码能缩短的部分（在基线上实测：各轮时间 / 总时间；其余是预填充和其他开销）。
+- **内存**：该方法额外增加的内存（草稿模型或预测头，以及它们的 KV 缓存），与目标模型自身的权重和 KV 缓存对比，单位 MB。
+
+**投资回报率（ROI）** = (节省的计算 − 额外成本) / 额外成本。这里假设服务器按“内存 × 时间”付费：每生成一个 token，普通解码的成本为 1；推测解码让每个 token 只需 1/S 的时间，因此**节省**了目标模型成本的 1 − 1/S，同时为额外内存**支付** m / S（m = 额外 MB / 目标 MB）。ROI = (S − 1 − m) / m。""",
+    "calc.source": "从本次会话的某次运行中填入",
+    "calc.source.label": "#{n} {where}：{method}",
+    "calc.where.live": "实时",
+    "calc.where.compare": "并排",
+    "calc.where.replay": "回放",
+    "calc.no_run": "*还没有运行：下面是示例数值。完成一次运行（或回放一个记录）后会自动填入。*",
+    "calc.prefilled": "已根据 **{method}** 的实测记录填入；保持不变（未测得）的项：{kept}。",
+    "calc.baseline": "**{method}** 不做推测：它不做任何猜测，因此没有接受率或草稿成本可测。只填入了基线能测到的数值（验证占比、内存）；其余数值保持不变，供你探索。",
+    "calc.field.c": "c：一个猜测 token 的成本 / 一次目标模型前向计算",
+    "calc.field.a": "a：接受率",
+    "calc.field.k": "k：每轮猜测数",
+    "calc.field.verify_share": "f：目标模型前向计算（验证）所占的时间比例",
+    "calc.field.extra_mb": "额外内存：草稿模型 / 预测头 + 它们的 KV 缓存（MB）",
+    "calc.field.target_mb": "目标模型内存：权重 + KV 缓存（MB）",
+    "calc.result": """**加速比**
+- E[每轮 token 数] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
+- 解码循环：E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{loop}×**
+- 端到端，目标模型前向计算占时间的 f = {f}：S = 1 / ((1 − f) + f / {loop}) = **{s}×**
+
+**投资回报率**（按每生成一个 token 计，普通解码 = 1）
+- 节省的计算：1 − 1/S = **{saved}**
+- 额外成本：m / S，其中 m = {extra_mb} MB / {target_mb} MB = {m}：**{extra}**
+- {roi}
+
+在这个 a 和 c 下最好的 k：**{best}**（解码循环加速比 {best_s}×）。""",
+    "calc.roi.free": "ROI：没有额外内存，所以没有需要收回的额外成本：任何大于 1 的加速比都是纯收益。",
+    "calc.roi.pays": "ROI = (节省 − 额外) / 额外 = **{roi}**：花在额外内存上的每一份成本，能多换回 {roi} 份。",
+    "calc.roi.loses": "ROI = (节省 − 额外) / 额外 = **{roi}**：额外内存的成本超过了它节省的时间。",
+    "calc.chart.title": "预期端到端加速比（c = {c}，f = {f}）；虚线：加速比 = 1",
+    "calc.chart.k": "k：每轮猜测数",
+    "calc.chart.a": "a：接受率",
+    "calc.chart.colorbar": "加速比",
+    "calc.chart.current": "当前",
+    # --- the API tab ---
+    "api.text": """### 脚本调用：`/speculate` 接口
+```python
+from gradio_client import Client
+client = Client("http://127.0.0.1:7860/")
+out = client.predict("Repeat: one two three, one two three,", "ngram", 48, 0.0, api_name="/speculate")
+out["text"]                         # 生成的文本
+out["rounds"][0]                    # 每轮一条记录：tokens、status、draft_probs、target_probs……
+out["metrics"]["acceptance_rate"]   # 另有 mean_accepted_tokens、tokens_per_s、rounds、new_tokens……
+```
+参数：`prompt`、`method`、`max_new_tokens`（1 到 {max_new}）、`temperature`（0 到 {max_t}）；可选
+`k`（1 到 {max_k}）、`top_p`（(0, 1]）、`seed`。无效的值会在客户端引发错误（英文）。所有请求共用一个模型，
+从有上限的队列中逐个运行。""",
 }
 
 TEXTS = {"en": EN, "zh": ZH}
-TABS = ("tab.live", "tab.compare", "tab.step", "tab.replay", "tab.explain", "tab.api")
 
 
-def text(key: str, lang: str = "en") -> str:
-    """The text of `key` in `lang`; English where a language lacks it."""
-    return TEXTS.get(lang, EN).get(key, EN[key])
+def code(choice: Optional[str]) -> str:
+    """The language code of a switch choice ("English", "中文") or of a code itself; English otherwise."""
+    return LANGUAGES.get(choice or "", choice if choice in TEXTS else "en")
 
 
-def legend_labels(lang: str = "en") -> dict[str, str]:
-    """render.legend_html's labels: role -> label."""
-    return {role: text(f"legend.{role}", lang) for role in ("accepted", "rejected", "unreached", "bonus")}
+def has(key: str) -> bool:
+    return key in EN
+
+
+def text(key: str, lang: str = "en", **values: Any) -> str:
+    """The text of `key` in `lang`, formatted with `values`. An unknown key raises KeyError."""
+    template = TEXTS.get(lang, EN)[key]
+    return template.format(**values) if values else template
+
+
+def term(prefix: str, value: Optional[str], lang: str = "en") -> str:
+    """A record's own word (a status, a mode, a stop reason) in `lang`; the word itself when unknown."""
+    key = f"{prefix}.{value}"
+    return text(key, lang) if has(key) else str(value)

@@ -4,7 +4,7 @@ Only what the run actually used is translated, using each library's documented n
 vLLM's `LLM(..., speculative_config={...})` and `SamplingParams`, and transformers'
 `model.generate(...)` keyword arguments. Where a library has no equivalent (Medusa or EAGLE in
 transformers' generate, adaptive k in vLLM), the result says so in `notes` instead of inventing one.
-No torch here.
+Notes are i18n keys with their values, rendered in the page's language by `markdown`. No torch here.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .config import RunConfig, SamplingConfig
+from .i18n import text
 
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded model is a 4-bit GGUF of this checkpoint
 DRAFT_PLACEHOLDER = "<a small model with the target's tokenizer>"
@@ -26,7 +27,10 @@ class Deployment:
     vllm_llm: Optional[dict[str, Any]]  # keyword arguments of vllm.LLM(...)
     vllm_sampling: dict[str, Any]  # keyword arguments of vllm.SamplingParams(...)
     transformers_generate: Optional[dict[str, Any]]  # keyword arguments of model.generate(...), models named by id
-    notes: list[str] = field(default_factory=list)  # what does not carry over, and why
+    notes: list[tuple[str, dict]] = field(default_factory=list)  # what does not carry over: (i18n key, values)
+
+    def note_texts(self, lang: str = "en") -> list[str]:
+        return [text(key, lang, **values) for key, values in self.notes]
 
 
 def hub_id(model: str) -> str:
@@ -47,15 +51,14 @@ def _sampling(sampling: SamplingConfig, max_new_tokens: int) -> tuple[dict, dict
 
 
 def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple[int, int],
-                 notes: list[str]) -> tuple[Optional[dict], Optional[dict]]:
+                 notes: list[tuple[str, dict]]) -> tuple[Optional[dict], Optional[dict]]:
     """(vLLM speculative_config, transformers generate kwargs) for one method; None where none exists."""
     k = run.k
     if method == "baseline":
         return {}, {}
     if method == "ngram":
         max_ngram, min_ngram = ngram
-        notes.append("transformers' prompt lookup matches n-grams of up to max_matching_ngram_size tokens; it "
-                     "has no minimum size.")
+        notes.append(("note.ngram_min", {}))
         return ({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": max_ngram,
                  "prompt_lookup_min": min_ngram},
                 {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": max_ngram})
@@ -65,15 +68,13 @@ def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple
         return ({"method": "draft_model", "model": model, "num_speculative_tokens": k},
                 {"assistant_model": model, "num_assistant_tokens": k, "num_assistant_tokens_schedule": schedule})
     if method in ("medusa", "eagle"):
-        notes.append(f"transformers' generate() has no {method} decoding: serve it with vLLM (or the "
-                     f"{method} authors' code).")
-        notes.append(f"vLLM loads {method} heads in its own checkpoint format; specviz's trained heads would "
-                     f"need converting first, so `model` names where such a checkpoint would live.")
+        notes.append(("note.no_generate", {"method": method}))
+        notes.append(("note.vllm_heads", {"method": method}))
         if method == "eagle":
-            notes.append("vLLM verifies a chain of num_speculative_tokens guesses; specviz's EAGLE verifies a tree.")
+            notes.append(("note.eagle_chain", {}))
         return {"method": method, "model": draft or f"<{method} heads for this target>",
                 "num_speculative_tokens": k}, None
-    notes.append(f"specviz knows no production equivalent of method {method!r}.")
+    notes.append(("note.unknown", {"method": repr(method)}))
     return None, None
 
 
@@ -85,14 +86,13 @@ def deployment(method: str, model: str, run: RunConfig, sampling: SamplingConfig
     draft: the draft model (or heads) id; batch_cutoff: vLLM turns speculation off above this many
     concurrent requests (disable_by_batch_size); max_model_len: vLLM's context limit. Neither is
     a run setting, so each appears only when given."""
-    notes: list[str] = []
+    notes: list[tuple[str, dict]] = []
     vllm_sampling, hf_sampling = _sampling(sampling, run.max_new_tokens)
     spec, hf_spec = _speculative(method, run, draft, ngram, notes)
     if run.adaptive_k and method != "draft":
-        notes.append("adaptive k has no equivalent here: both libraries use the fixed starting k.")
+        notes.append(("note.adaptive_k", {}))
     if run.fallback_threshold > 0:
-        notes.append("neither library falls back to plain decoding on low acceptance; vLLM's nearest switch "
-                     "is disable_by_batch_size, which reacts to load instead.")
+        notes.append(("note.fallback", {}))
     llm = None
     if spec is not None:
         llm = {"model": hub_id(model)}
@@ -104,17 +104,17 @@ def deployment(method: str, model: str, run: RunConfig, sampling: SamplingConfig
     return Deployment(method, llm, vllm_sampling, generate, notes)
 
 
-def markdown(d: Deployment) -> str:
-    """A Deployment as copyable Python snippets for the page."""
+def markdown(d: Deployment, lang: str = "en") -> str:
+    """A Deployment as copyable Python snippets for the page, its notes in `lang`."""
     parts = [f"**{d.method}**"]
     if d.vllm_llm is None:
-        parts.append("vLLM: no equivalent.")
+        parts.append(text("production.no_vllm", lang))
     else:
         parts.append("```python\n# vLLM\nfrom vllm import LLM, SamplingParams\n"
                      f"llm = LLM(**{pformat(d.vllm_llm, sort_dicts=False)})\n"
                      f"params = SamplingParams(**{pformat(d.vllm_sampling, sort_dicts=False)})\n```")
     if d.transformers_generate is None:
-        parts.append("transformers: no equivalent in `generate()`.")
+        parts.append(text("production.no_generate", lang))
     else:
         args = dict(d.transformers_generate)
         assistant = args.pop("assistant_model", None)
@@ -123,5 +123,5 @@ def markdown(d: Deployment) -> str:
         extra = ", assistant_model=assistant_model" if assistant else ""
         parts.append(f"```python\n# transformers\n{load}"
                      f"out = model.generate(**inputs{extra}, **{pformat(args, sort_dicts=False)})\n```")
-    parts += [f"- {note}" for note in d.notes]
+    parts += [f"- {note}" for note in d.note_texts(lang)]
     return "\n\n".join(parts)

@@ -2,6 +2,7 @@
 
 Every function takes Round records (plain data) and returns HTML, Markdown or table rows.
 Styles are inline so the HTML looks the same in the app, in a saved page and in the API.
+Every text comes from specviz.i18n in the language `lang` ("en" or "zh").
 No torch here.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from specviz.events import ACCEPTED, FALLBACK, REJECTED, UNREACHED, Round, depth_of
+from specviz.i18n import term, text
 
 SPECIAL = re.compile(r"<\|[^|<>]*\|>|</?s>")  # special tokens such as <|im_end|>
 COLORS = {  # role -> (background, text)
@@ -20,13 +22,6 @@ COLORS = {  # role -> (background, text)
     UNREACHED: ("#f3f4f6", "#9ca3af"),
     "bonus": ("#bfdbfe", "#1e3a8a"),
     "plain": ("#e5e7eb", "#111827"),
-}
-LABELS = {
-    ACCEPTED: "accepted guess",
-    REJECTED: "rejected guess (replaced)",
-    UNREACHED: "guess after a rejection (never checked)",
-    "bonus": "bonus token (from the target)",
-    "plain": "plain step (nothing guessed)",
 }
 
 
@@ -41,10 +36,10 @@ def keep_chance(draft_prob: Optional[float], target_prob: float) -> float:
 
 
 def _visible(piece: str, line_breaks: bool) -> str:
-    text = html.escape(piece)
+    escaped = html.escape(piece)
     if SPECIAL.fullmatch(piece):  # <|im_end|> and friends: shown, but small
-        return f'<span style="font-size:0.7em">{text}</span>'
-    return text.replace("\n", "↵<br>" if line_breaks else "↵") if text else "∅"
+        return f'<span style="font-size:0.7em">{escaped}</span>'
+    return escaped.replace("\n", "↵<br>" if line_breaks else "↵") if escaped else "∅"
 
 
 def token_span(piece: str, role: str, title: str) -> str:
@@ -55,18 +50,23 @@ def token_span(piece: str, role: str, title: str) -> str:
             f"{_visible(piece, role in (ACCEPTED, 'bonus', 'plain'))}</span>")
 
 
-def _node_title(r: Round, i: int) -> str:
+def _node_title(r: Round, i: int, lang: str) -> str:
     draft, target = r.draft_probs[i], r.target_probs[i]
-    return (f"{r.pieces[i]!r} — {r.status[i]}\ndraft p = {fmt_prob(draft)}, target p = {fmt_prob(target)}\n"
-            f"keep chance min(1, target/draft) = {keep_chance(draft, target):.3f}")
+    return text("title.node", lang, piece=repr(r.pieces[i]), status=term("status", r.status[i], lang),
+                draft=fmt_prob(draft), target=fmt_prob(target), keep=f"{keep_chance(draft, target):.3f}")
 
 
-def round_summary(r: Round) -> str:
+def _bonus_title(r: Round, lang: str) -> str:
+    return text("title.bonus", lang, piece=repr(r.bonus_piece), source=term("source", r.bonus_source, lang),
+                p=fmt_prob(r.bonus_prob))
+
+
+def round_summary(r: Round, lang: str = "en") -> str:
     """'5 guessed, 3 kept, 1 bonus' in words."""
     if r.n_proposed == 0:
-        return f"round {r.index + 1}: plain step ({r.mode}), 1 token from the target"
-    bonus = "1 bonus" if r.bonus_token is not None else "no bonus (run stopped)"
-    return f"round {r.index + 1}: {r.n_proposed} guessed, {r.n_accepted} kept, {bonus}"
+        return text("summary.plain", lang, n=r.index + 1, mode=term("mode", r.mode, lang))
+    bonus = text("summary.bonus" if r.bonus_token is not None else "summary.no_bonus", lang)
+    return text("summary.spec", lang, n=r.index + 1, proposed=r.n_proposed, kept=r.n_accepted, bonus=bonus)
 
 
 def shown_rejections(r: Round) -> list[int]:
@@ -79,45 +79,41 @@ def shown_rejections(r: Round) -> list[int]:
     return [i for i in range(r.n_proposed) if r.parents[i] == end and r.status[i] == REJECTED]
 
 
-def round_html(r: Round, highlight: bool = False) -> str:
+def round_html(r: Round, highlight: bool = False, lang: str = "en") -> str:
     """One round: kept guesses, rejected guesses struck through where they stood, the bonus token."""
     kept = r.accepted_path[: len(r.emitted)]
-    spans = [token_span(r.pieces[i], ACCEPTED, _node_title(r, i)) for i in kept]
-    spans += [token_span(r.pieces[i], r.status[i] if r.status[i] != ACCEPTED else UNREACHED, _node_title(r, i))
+    spans = [token_span(r.pieces[i], ACCEPTED, _node_title(r, i, lang)) for i in kept]
+    spans += [token_span(r.pieces[i], r.status[i] if r.status[i] != ACCEPTED else UNREACHED, _node_title(r, i, lang))
               for i in shown_rejections(r)]
     if r.bonus_token is not None and len(r.emitted) > len(kept):
-        role = "bonus" if r.n_proposed else "plain"
-        spans.append(token_span(r.bonus_piece, role, f"{r.bonus_piece!r} — bonus token from the {r.bonus_source}\n"
-                                                     f"target p = {fmt_prob(r.bonus_prob)}"))
+        spans.append(token_span(r.bonus_piece, "bonus" if r.n_proposed else "plain", _bonus_title(r, lang)))
     mark = ";outline:2px solid #f59e0b;background:#fef3c7" if highlight else ""
     badge = (f'<sup style="font-size:0.62em;color:#6b7280;margin-right:1px">{r.n_accepted}/{r.n_proposed}</sup>'
              if r.n_proposed else "")
-    return (f'<span class="sv-round" title="{html.escape(round_summary(r), quote=True)}" '
+    return (f'<span class="sv-round" title="{html.escape(round_summary(r, lang), quote=True)}" '
             f'style="border-left:2px solid #9ca3af;padding-left:1px;margin-left:2px{mark}">'
             f'{badge}{"".join(spans)}</span>')
 
 
-def stream_html(rounds: list[Round], empty: str = "The text appears here, round by round.",
-                highlight: Optional[int] = None) -> str:
-    """The run's text so far, one coloured group per round; `highlight` marks one round (0-based)."""
+def stream_html(rounds: list[Round], empty: Optional[str] = None, highlight: Optional[int] = None,
+                lang: str = "en") -> str:
+    """The run's text so far, one coloured group per round; `highlight` marks one round (0-based);
+    `empty` is shown while there is none (default: the "text appears here" line)."""
     if not rounds:
-        return f'<div class="sv-stream" style="color:#6b7280;padding:8px">{html.escape(empty)}</div>'
-    body = "".join(round_html(r, n == highlight) for n, r in enumerate(rounds))
+        note = text("stream.empty", lang) if empty is None else empty
+        return f'<div class="sv-stream" style="color:#6b7280;padding:8px">{html.escape(note)}</div>'
+    body = "".join(round_html(r, n == highlight, lang) for n, r in enumerate(rounds))
     return (f'<div class="sv-stream" style="font-family:ui-monospace,Menlo,Consolas,monospace;font-size:15px;'
             f'line-height:2.1;white-space:pre-wrap;padding:8px;max-height:460px;overflow-y:auto">{body}</div>')
 
 
-LEGEND_NOTE = "│ starts a round; <sup>3/5</sup> = kept / guessed. Hover a token for its draft and target probability."
-
-
-def legend_html(labels: Optional[dict[str, str]] = None, note: str = LEGEND_NOTE) -> str:
-    """The colour key; `labels` (role -> text) and `note` (trusted HTML) translate it."""
-    labels = {**LABELS, **(labels or {})}
-    samples = {ACCEPTED: " kept", REJECTED: " wrong", UNREACHED: " later", "bonus": " bonus"}
-    items = "".join(f'{token_span(samples[role], role, labels[role])} {html.escape(labels[role])}&nbsp;&nbsp; '
-                    for role in samples)
+def legend_html(lang: str = "en") -> str:
+    """The colour key."""
+    items = "".join(f'{token_span(text(f"legend.sample.{role}", lang), role, text(f"legend.{role}", lang))} '
+                    f'{html.escape(text(f"legend.{role}", lang))}&nbsp;&nbsp; '
+                    for role in (ACCEPTED, REJECTED, UNREACHED, "bonus"))
     return (f'<div class="sv-legend" style="font-size:13px;line-height:2">{items}'
-            f'<span style="color:#6b7280">{note}</span></div>')
+            f'<span style="color:#6b7280">{text("legend.note", lang)}</span></div>')
 
 
 def emitted_pieces(r: Round) -> list[str]:
@@ -128,27 +124,34 @@ def emitted_pieces(r: Round) -> list[str]:
     return pieces[: len(r.emitted)]
 
 
-ROUND_HEADERS = ["round", "mode", "k", "guessed", "kept", "bonus", "added text", "draft ms", "verify ms", "tokens"]
+def headers(key: str, lang: str = "en") -> list[str]:
+    """A table's column names ("a | b | c" in i18n)."""
+    return [h.strip() for h in text(key, lang).split("|")]
 
 
-def round_rows(rounds: list[Round]) -> list[list]:
-    return [[r.index + 1, r.mode, r.k, r.n_proposed, r.n_accepted,
+def table(key: str, rows: list[list], lang: str = "en") -> dict:
+    """A Dataframe value with its headers in `lang`."""
+    return {"headers": headers(key, lang), "data": rows}
+
+
+def round_rows(rounds: list[Round], lang: str = "en") -> list[list]:
+    """One row per round, columns as in headers("headers.rounds")."""
+    return [[r.index + 1, term("mode", r.mode, lang), r.k, r.n_proposed, r.n_accepted,
              r.bonus_piece if r.bonus_token is not None else "", r.text,
              round(r.draft_time_s * 1000, 1), round(r.verify_time_s * 1000, 1), r.tokens_so_far]
             for r in rounds]
 
 
-TOKEN_HEADERS = ["node", "depth", "token", "status", "draft p", "target p", "min(1, target/draft)"]
-
-
-def token_rows(r: Round) -> list[list]:
-    """One row per guessed token of a round, then the bonus token."""
-    rows = [[i, depth_of(r.parents, i), r.pieces[i].replace("\n", "↵"), r.status[i], fmt_prob(r.draft_probs[i]),
-             fmt_prob(r.target_probs[i]), f"{keep_chance(r.draft_probs[i], r.target_probs[i]):.3f}"]
+def token_rows(r: Round, lang: str = "en") -> list[list]:
+    """One row per guessed token of a round, then the bonus token; columns as in headers("headers.tokens")."""
+    rows = [[i, depth_of(r.parents, i), r.pieces[i].replace("\n", "↵"), term("status", r.status[i], lang),
+             fmt_prob(r.draft_probs[i]), fmt_prob(r.target_probs[i]),
+             f"{keep_chance(r.draft_probs[i], r.target_probs[i]):.3f}"]
             for i in range(r.n_proposed)]
     if r.bonus_token is not None:
         rows.append(["bonus", len(r.accepted_path) + 1, r.bonus_piece.replace("\n", "↵"),
-                     f"bonus ({r.bonus_source})", "—", fmt_prob(r.bonus_prob), "—"])
+                     text("status.bonus", lang, source=term("source", r.bonus_source, lang)), "—",
+                     fmt_prob(r.bonus_prob), "—"])
     return rows
 
 
@@ -174,10 +177,10 @@ def _layout(r: Round) -> dict[int, tuple[int, int]]:
     return place
 
 
-def tree_svg(r: Round, max_nodes: int = 120) -> str:
+def tree_svg(r: Round, max_nodes: int = 120, lang: str = "en") -> str:
     """The round's candidate tree, accepted path in green, the bonus token attached to its end."""
     if r.n_proposed == 0:
-        return '<div style="color:#6b7280;padding:8px">This round guessed nothing: no tree to draw.</div>'
+        return f'<div style="color:#6b7280;padding:8px">{html.escape(text("tree.none", lang))}</div>'
     place = _layout(r)
     end = r.accepted_path[-1] if r.accepted_path else -1
     if r.bonus_token is not None:  # on a row of its own, beside the guess it replaced
@@ -196,16 +199,15 @@ def tree_svg(r: Round, max_nodes: int = 120) -> str:
         (x0, y0), (x1, y1) = xy(p), xy(i)
         kept = i in on_path
         edges.append(_edge(x0 + box_w, y0 + box_h / 2, x1, y1 + box_h / 2, "#16a34a" if kept else "#9ca3af", kept))
-        boxes.append(_box(x1, y1, box_w, box_h, r.pieces[i], r.status[i], _node_title(r, i)))
+        boxes.append(_box(x1, y1, box_w, box_h, r.pieces[i], r.status[i], _node_title(r, i, lang)))
     if r.bonus_token is not None:
         (x0, y0), (x1, y1) = xy(end), xy("bonus")
         edges.append(_edge(x0 + box_w, y0 + box_h / 2, x1, y1 + box_h / 2, "#2563eb", True))
-        boxes.append(_box(x1, y1, box_w, box_h, r.bonus_piece, "bonus",
-                          f"bonus token from the {r.bonus_source}, target p = {fmt_prob(r.bonus_prob)}"))
+        boxes.append(_box(x1, y1, box_w, box_h, r.bonus_piece, "bonus", _bonus_title(r, lang)))
     x, y = xy(-1)
-    boxes.append(_box(x, y, box_w, box_h, "context", "plain", "the last committed token: every guess hangs from it"))
-    note = (f'<div style="font-size:12px;color:#6b7280">{html.escape(round_summary(r))}; '
-            f"{r.n_proposed} nodes in the tree, accepted path in green.</div>")
+    boxes.append(_box(x, y, box_w, box_h, text("tree.context", lang), "plain", text("tree.context_title", lang)))
+    note = (f'<div style="font-size:12px;color:#6b7280">'
+            f'{html.escape(text("tree.note", lang, summary=round_summary(r, lang), n=r.n_proposed))}</div>')
     return (f'{note}<div style="max-height:440px;overflow:auto"><svg xmlns="http://www.w3.org/2000/svg" '
             f'width="{width}" height="{height}" style="font-family:ui-monospace,monospace;font-size:12px">'
             f'{"".join(edges)}{"".join(boxes)}</svg></div>')
@@ -227,67 +229,55 @@ def _box(x: float, y: float, w: int, h: int, piece: str, role: str, title: str) 
             f'fill="{color}"{strike} xml:space="preserve">{html.escape(label)}</text></g>')
 
 
-def narrate(r: Round, greedy: bool) -> str:
+def narrate(r: Round, greedy: bool, lang: str = "en") -> str:
     """A plain-language account of one round, for the classroom step mode."""
-    lines = [f"### Round {r.index + 1}"]
+    lines = [text("narr.round", lang, n=r.index + 1)]
     if r.n_proposed == 0:
-        why = (f"the engine fell back to plain decoding ({r.note or 'acceptance was low'})" if r.mode == FALLBACK
-               else f"{r.method} had nothing to guess here" if r.method != "baseline"
-               else "the baseline never guesses")
-        lines.append(f"Nothing was guessed this round: {why}. The target ran one plain step and produced "
-                     f"{_q(r.bonus_piece)} (target p = {fmt_prob(r.bonus_prob)}).")
-        return "\n\n".join(lines + _stop_line(r))
+        why = (text("narr.why.fallback", lang, note=r.note or text("narr.low_acceptance", lang))
+               if r.mode == FALLBACK else text("narr.why.nothing", lang, method=r.method)
+               if r.method != "baseline" else text("narr.why.baseline", lang))
+        lines.append(text("narr.plain", lang, why=why, piece=_q(r.bonus_piece), p=fmt_prob(r.bonus_prob)))
+        return "\n\n".join(lines + _stop_line(r, lang))
     guesses = ", ".join(_q(r.pieces[i]) for i in range(r.n_proposed))
-    shape = "a chain" if r.parents == list(range(-1, r.n_proposed - 1)) else "a tree"
-    lines.append(f"**{r.method}** guessed **{r.n_proposed}** tokens as {shape}: {guesses}. "
-                 "The target checked them all in **one** forward pass.")
-    kept = ", ".join(_q(r.pieces[i]) for i in r.accepted_path) or "none"
-    lines.append(f"It kept **{r.n_accepted}**: {kept}.")
+    shape = text("narr.chain" if r.parents == list(range(-1, r.n_proposed - 1)) else "narr.tree", lang)
+    lines.append(text("narr.guessed", lang, method=r.method, n=r.n_proposed, shape=shape, guesses=guesses))
+    kept = ", ".join(_q(r.pieces[i]) for i in r.accepted_path) or text("narr.none", lang)
+    lines.append(text("narr.kept", lang, n=r.n_accepted, kept=kept))
     rejected = [i for i in range(r.n_proposed) if r.status[i] == REJECTED]
-    for i in rejected[:4]:
-        lines.append(_why_rejected(r, i, greedy))
+    lines += [_why_rejected(r, i, greedy, lang) for i in rejected[:4]]
     if len(rejected) > 4:
-        lines.append(f"…and {len(rejected) - 4} more rejected branches.")
+        lines.append(text("narr.more_rejected", lang, n=len(rejected) - 4))
     unreached = sum(s == UNREACHED for s in r.status)
     if unreached:
-        lines.append(f"{unreached} guess(es) came after a rejection and were never checked: once one "
-                     "token is wrong, everything after it was guessed from the wrong text.")
-    lines.append(_bonus_line(r, greedy))
-    return "\n\n".join(lines + _stop_line(r))
+        lines.append(text("narr.unreached", lang, n=unreached))
+    lines.append(_bonus_line(r, greedy, lang))
+    return "\n\n".join(lines + _stop_line(r, lang))
 
 
-def _why_rejected(r: Round, i: int, greedy: bool) -> str:
+def _why_rejected(r: Round, i: int, greedy: bool, lang: str) -> str:
     draft, target = r.draft_probs[i], r.target_probs[i]
     if greedy:
         end = r.accepted_path[-1] if r.accepted_path else -1
-        preferred = (f"; its top choice there was {_q(r.bonus_piece)}"
+        preferred = (text("narr.preferred", lang, piece=_q(r.bonus_piece))
                      if r.parents[i] == end and r.bonus_token is not None else "")
-        return (f"{_q(r.pieces[i])} was **rejected**: at temperature 0 a guess is kept only if it is the "
-                f"target's top choice, and the target gave it p = {fmt_prob(target)}{preferred}.")
-    draft_text = fmt_prob(draft) if draft is not None else "1 (no draft probability: a certain guess)"
-    return (f"{_q(r.pieces[i])} was **rejected**: the target gave it p = {fmt_prob(target)}, the draft "
-            f"{draft_text}; a guess is kept with chance min(1, target / draft) = "
-            f"{keep_chance(draft, target):.3f}, and the coin said no.")
+        return text("narr.rejected_greedy", lang, piece=_q(r.pieces[i]), p=fmt_prob(target), preferred=preferred)
+    draft_text = fmt_prob(draft) if draft is not None else text("narr.no_draft_prob", lang)
+    return text("narr.rejected_sampled", lang, piece=_q(r.pieces[i]), target=fmt_prob(target), draft=draft_text,
+                keep=f"{keep_chance(draft, target):.3f}")
 
 
-def _bonus_line(r: Round, greedy: bool) -> str:
+def _bonus_line(r: Round, greedy: bool, lang: str) -> str:
     if r.bonus_token is None:
-        return "No bonus token: the run stopped inside this round."
-    where = "after the last kept guess" if r.n_accepted else "in place of the first guess"
-    if r.bonus_source == "residual":
-        how = ("sampled from the **residual** max(0, target − draft), renormalised: the probability the "
-               "target wanted there and the draft did not already cover, which keeps the output "
-               "distribution exactly the target's")
-    elif greedy:
-        how = "the target's top choice there"
-    else:
-        how = "sampled from the target's own distribution there"
-    return (f"**Bonus**: {_q(r.bonus_piece)} {where}, {how} (target p = {fmt_prob(r.bonus_prob)}). "
-            f"This round committed **{len(r.emitted)}** token(s) for one target forward.")
+        return text("narr.no_bonus", lang)
+    where = text("narr.after_kept" if r.n_accepted else "narr.in_place", lang)
+    how = ("narr.how.residual" if r.bonus_source == "residual" else "narr.how.greedy" if greedy
+           else "narr.how.sampled")
+    return text("narr.bonus", lang, piece=_q(r.bonus_piece), where=where, how=text(how, lang),
+                p=fmt_prob(r.bonus_prob), n=len(r.emitted))
 
 
-def _stop_line(r: Round) -> list[str]:
-    return [f"The run stopped here ({r.stop_reason})."] if r.finished else []
+def _stop_line(r: Round, lang: str) -> list[str]:
+    return [text("narr.stop", lang, reason=term("stop", r.stop_reason, lang))] if r.finished else []
 
 
 def _q(piece: str) -> str:
@@ -333,27 +323,21 @@ def agreement(spec: list[Round], base: list[Round]) -> Agreement:
     return Agreement(first, n if first is None else first + 1, short, (len(a), len(b)))
 
 
-def lossless_markdown(spec: list[Round], base: list[Round], greedy: bool) -> str:
+def lossless_markdown(spec: list[Round], base: list[Round], greedy: bool, lang: str = "en") -> str:
     """Whether a speculative run's tokens equal the baseline's, or where they first differ."""
     if not spec or not base:
         return ""
     if not greedy:
-        return ("*Sampling (temperature > 0): speculative decoding keeps the target's distribution, not "
-                "the exact text, so the two texts differ by chance. Set temperature 0 to compare them.*")
+        return text("lossless.sampling", lang)
     check = agreement(spec, base)
-    first = check.first_difference
+    first, n = check.first_difference, check.compared
     if first is None and check.short:
-        who = "the baseline" if check.short == "baseline" else "this run"
-        return (f"✓ **Identical to the baseline on the first {check.compared} tokens**: {who} stopped early "
-                f"at {check.compared} tokens (time budget or stop), so only those were compared.")
+        return text("lossless.prefix", lang, n=n, who=text(f"who.{check.short}", lang))
     if first is None:
-        return f"✓ **Identical to the baseline**: all {check.compared} tokens match, as speculative decoding promises."
+        return text("lossless.identical", lang, n=n)
     a, b = check.lengths
     if first == min(a, b):
-        return f"✗ Same first {first} tokens; one run ended earlier ({a} against {b} tokens)."
+        return text("lossless.ended_earlier", lang, n=first, a=a, b=b)
     pa, pb = [p for r in spec for p in emitted_pieces(r)], [p for r in base for p in emitted_pieces(r)]
-    context = "".join(pa[max(0, first - 12):first])
-    return (f"✗ **First difference at token {first + 1}**: after …{_q(context)} the speculative run wrote "
-            f"{_q(''.join(pa[first:first + 4]))} and the baseline {_q(''.join(pb[first:first + 4]))}. "
-            "A near-tie between two tokens can flip when the target scores several tokens at once "
-            "(different float rounding); a difference at a clear winner would be a bug.")
+    return text("lossless.first_difference", lang, n=first + 1, context=_q("".join(pa[max(0, first - 12):first])),
+                spec=_q("".join(pa[first:first + 4])), base=_q("".join(pb[first:first + 4])))

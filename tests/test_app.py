@@ -101,8 +101,9 @@ class FakeBackend:
     def stream(self, req: app.Request) -> Iterator[Round]:
         self.calls.append(req.method)
         wrong = self.wrong_at if req.method != "baseline" else -1
-        try:
-            yield from canned_run(req.method, req.run.max_new_tokens, req.run.k, wrong)
+        try:  # the engine records the run's temperature in every round
+            for r in canned_run(req.method, req.run.max_new_tokens, req.run.k, wrong):
+                yield replace(r, temperature=req.sampling.temperature)
         finally:
             self.closed += 1
 
@@ -208,8 +209,8 @@ def test_run_single_streams_every_round_then_checks_against_the_baseline():
     assert 'sv-rejected' in stream and 'sv-bonus' in stream and "line-through" in stream
     assert text == "".join(r.text for r in ngram_rounds)
     assert all(isinstance(f, go.Figure) for f in figures)
-    lossless, formula, last_run, cache = final[11:]
-    assert "Identical to the baseline" in lossless
+    lossless, formula, last_run, base, cache = final[11:]
+    assert "Identical to the baseline" in lossless and base == list(canned_run("baseline", 24, 4))
     assert "expected speedup" in formula and "measured speedup" in formula and "×" in formula
     assert last_run == ngram_rounds
     assert backend.calls == ["ngram", "baseline"]
@@ -276,10 +277,10 @@ def test_engine_value_errors_reach_the_user_as_gr_error():
 
 def test_inspect_round_clamps_and_draws_the_tree():
     rounds = list(canned_run("eagle", 24, 3))
-    tree, rows = app.inspect_round(rounds, 1)
-    assert "<svg" in tree and rows[-1][0] == "bonus"
-    assert app.inspect_round(rounds, 999)[1] == render.token_rows(rounds[-1])
-    assert app.inspect_round([], 1) == ("", [])
+    tree, table = app.inspect_round(rounds, 1)
+    assert "<svg" in tree and table["data"][-1][0] == "bonus" and table["headers"][0] == "node"
+    assert app.inspect_round(rounds, 999)[1]["data"] == render.token_rows(rounds[-1])
+    assert app.inspect_round([], 1) == ("", {"headers": render.headers("headers.tokens"), "data": []})
 
 
 # --- side by side ----------------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ def test_compare_runs_the_baseline_first_and_ends_with_a_summary():
     assert backend.calls == ["baseline", "ngram", "eagle"]
     final = outs[-1]
     assert len(final) == 12
-    status, first, second, third, fourth, table = final[:6]
+    status, first, second, third, fourth, table = *final[:5], final[5]["data"]
     assert "done" in status and "ngram" in first["value"] and "eagle" in second["value"]
     assert first["visible"] and second["visible"] and not third["visible"] and not fourth["visible"]
     assert [row[0] for row in table] == ["baseline", "ngram", "eagle"]
@@ -330,7 +331,7 @@ def test_compare_with_baseline_column_and_its_errors():
 
 def test_compare_marks_a_different_text():
     final = compare(FakeBackend(wrong_at=3), ["baseline", "ngram"])[-1]
-    assert final[5][1][-1] == "no (token 4)"
+    assert final[5]["data"][1][-1] == "no (token 4)"
 
 
 class SlowBaseline(FakeBackend):
@@ -347,12 +348,12 @@ class SlowBaseline(FakeBackend):
 def test_a_baseline_cut_by_the_time_budget_is_compared_on_its_prefix_only():
     cut = sum(len(r.emitted) for r in list(canned_run("baseline", 24, 4))[:3])
     final = compare(SlowBaseline(), ["baseline", "ngram"])[-1]
-    label = final[5][1][-1]
+    label = final[5]["data"][1][-1]
     assert not label.startswith("no") and f"baseline stopped early at {cut} tokens: compared the first {cut}" in label
     lossless = single(SlowBaseline())[-1][11]
     assert f"Identical to the baseline on the first {cut} tokens" in lossless and "baseline stopped early" in lossless
     wrong = SlowBaseline(wrong_at=1)  # a real difference inside the common prefix is still reported
-    assert compare(wrong, ["baseline", "ngram"])[-1][5][1][-1] == "no (token 2)"
+    assert compare(wrong, ["baseline", "ngram"])[-1][5]["data"][1][-1] == "no (token 2)"
 
 
 def test_a_run_cut_by_the_time_budget_is_compared_on_its_prefix_only():
@@ -373,14 +374,14 @@ def test_step_mode_reveals_one_round_per_click():
     status, stream, narration, tree, rows, state = outs[-1]
     assert "round **1** of" in status and stream.count('class="sv-round"') == 1
     assert "guessed **4** tokens" in narration and "kept **4**" in narration
-    step2 = app.step_move(state, 1)
+    step2 = app.step_move(state, delta=1)
     assert "round **2**" in step2[0] and step2[1].count('class="sv-round"') == 2
     assert "rejected" in step2[2] and "top choice" in step2[2]  # greedy: why the guess lost
-    assert app.step_move(step2[-1], -5)[-1]["pos"] == 0
-    last = app.step_move(state, app.MAX_NEW_TOKENS)
+    assert app.step_move(step2[-1], delta=-5)[-1]["pos"] == 0
+    last = app.step_move(state, delta=app.MAX_NEW_TOKENS)
     assert last[-1]["pos"] == len(state["rounds"]) - 1 and "stopped here" in last[2]
     with pytest.raises(gr.Error, match="Prepare"):
-        app.step_move(None, 1)
+        app.step_move(None, delta=1)
 
 
 # --- API -----------------------------------------------------------------------------------------------
@@ -494,7 +495,93 @@ def test_measured_inputs_count_checked_guesses_only():
     assert m["a"] == pytest.approx(accepted / (accepted + rejections)) and m["k"] == 4
     assert explain.measured_inputs(list(canned_run("baseline", 4, 4))) is None
     assert "guessed nothing" in explain.formula_markdown(list(canned_run("baseline", 4, 4)), None)
-    assert "best k" in explain.calculator_markdown(0.7, 4.0, 0.05) and "4·0.05" in explain.calculator_markdown(0.7, 4.0, 0.05)
+
+
+# --- the cost and return calculator ------------------------------------------------------------------------
+
+def test_calculator_numbers_match_a_hand_computation():
+    # a = 0.8, k = 4: E = (1 - 0.8^5) / 0.2 = (1 - 0.32768) / 0.2 = 3.3616; loop = 3.3616 / (4 * 0.1 + 1) = 2.40114
+    # f = 0.5: S = 1 / (0.5 + 0.5 / 2.40114) = 1.41196; m = 50 / 500 = 0.1: ROI = (S - 1 - m) / m = 3.1196
+    x = explain.CostInputs(c=0.1, a=0.8, k=4, verify_share=0.5, extra_mb=50, target_mb=500)
+    r = explain.evaluate(x)
+    assert r.tokens_per_round == pytest.approx(3.3616)
+    assert r.loop_speedup == pytest.approx(2.401142857)
+    assert r.speedup == pytest.approx(1.411962366)
+    assert r.saved == pytest.approx(1 - 1 / 1.411962366) and r.extra == pytest.approx(0.1 / 1.411962366)
+    assert r.roi == pytest.approx(3.119623656)
+    whole = explain.evaluate(replace(x, verify_share=1.0))  # all the time in target forwards: S = loop speedup
+    assert whole.speedup == pytest.approx(2.401142857) and whole.roi == pytest.approx(13.01142857)
+    assert explain.evaluate(replace(x, extra_mb=0)).roi is None  # nothing extra to pay back
+    assert explain.evaluate(replace(x, a=0.0, c=0.0)).speedup == pytest.approx(1.0)  # every guess wrong, free
+    text = explain.calculator_markdown(x)
+    assert "**3.36**" in text and "**2.40×**" in text and "**1.41×**" in text and "**3.12**" in text
+    assert "no extra memory" in explain.calculator_markdown(replace(x, extra_mb=0))
+    assert "costs more than" in explain.calculator_markdown(replace(x, a=0.1, extra_mb=400))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.0, 0.9), st.floats(0.0, 0.5), st.integers(1, MAX_K), st.floats(0.05, 1.0), st.floats(1, 500))
+def test_calculator_is_monotonic(a, c, k, f, extra):
+    x = explain.CostInputs(c=c, a=a, k=k, verify_share=f, extra_mb=extra, target_mb=600)
+    r = explain.evaluate(x)
+    assert explain.evaluate(replace(x, a=a + 0.05)).speedup >= r.speedup  # better guesses, never slower
+    assert explain.evaluate(replace(x, c=c + 0.05)).speedup <= r.speedup  # dearer guesses, never faster
+    if r.saved > 0:  # more memory, less return (with a loss, (saved - extra) / extra grows as extra does)
+        assert explain.evaluate(replace(x, extra_mb=extra * 2)).roi <= r.roi
+    assert explain.evaluate(replace(x, c=0.0, k=min(k + 1, MAX_K))).speedup >= explain.evaluate(replace(x, c=0.0)).speedup
+    if r.speedup > 1:  # a longer share of time in target forwards lets a real speedup count for more
+        assert explain.evaluate(replace(x, verify_share=min(1.0, f + 0.1))).speedup >= r.speedup - 1e-12
+    assert (r.roi > 0) == (r.speedup > 1 + extra / 600)
+
+
+def test_calculator_prefills_from_a_run():
+    ngram, base = list(canned_run("ngram", 40, 4)), list(canned_run("baseline", 40, 4))
+    costs = explain.run_costs(ngram, base, "embedded:SmolLM2-135M-Instruct")
+    measured = explain.measured_inputs(ngram)
+    assert costs["a"] == round(measured["a"], 2) and costs["k"] == 4 and costs["c"] == round(measured["c"], 3)
+    assert costs["verify_share"] == round(explain.time_share(base), 2) and 0 < costs["verify_share"] <= 1
+    assert costs["extra_mb"] == 0.0 and costs["target_mb"] > 500
+    eagle = explain.run_costs(list(canned_run("eagle", 40, 3)), None, "embedded:SmolLM2-135M-Instruct")
+    assert 10 < eagle["extra_mb"] < 40 and {"a", "k", "c"} <= set(eagle)
+    only_base = explain.run_costs(base, base, "some/other-model")
+    assert set(only_base) == {"verify_share", "extra_mb"}  # the baseline guesses nothing; its memory adds nothing
+    assert explain.run_costs(list(canned_run("draft", 40, 4)), None, "some/other-model").keys() == {"a", "k", "c",
+                                                                                                   "verify_share"}
+
+
+def test_the_shipped_weights_match_the_memory_table():
+    from safetensors import safe_open
+
+    files = {"draft": "assets/draft/model.safetensors", "eagle": "assets/eagle/model.safetensors",
+             "medusa": "assets/medusa/medusa_lm_head.safetensors"}
+    root = app.Path(app.__file__).parent
+    for name, path in files.items():
+        with safe_open(str(root / path), "pt") as f:
+            params = sum(math.prod(f.get_slice(key).get_shape()) for key in f.keys())
+        assert explain.EMBEDDED_FOOTPRINT[name][0] == pytest.approx(params * 4 / 1e6, rel=0.05), name
+
+
+def test_calculator_handlers_remember_runs_and_prefill_them():
+    ngram, base = list(canned_run("ngram", 24, 4)), list(canned_run("baseline", 24, 4))
+    sources, dropdown = app.note_runs({}, {"baseline": base, "ngram": ngram}, "embedded:x", "compare")
+    assert dropdown["value"] == "#1 side by side: ngram" and len(dropdown["choices"]) == 2
+    sources, dropdown = app.note_runs(sources, app.live_runs(base, base), "embedded:x", "live", "中文")
+    assert dropdown["value"] == "#3 实时：baseline" and list(sources)[0] == "#3 实时：baseline"
+    start = explain.CostInputs()
+    values = [start.c, start.a, start.k, start.verify_share, 123.0, start.target_mb]
+    out = app.prefill(sources, "#1 side by side: ngram", *values, "English")
+    c, a, k, share, extra, target, note, result, plot = out
+    costs = explain.run_costs(ngram, base, "embedded:x")
+    assert (c, a, k, share, extra) == (costs["c"], costs["a"], costs["k"], costs["verify_share"], 0.0)
+    assert "ngram" in note and "no extra memory" in result and isinstance(plot, go.Figure)
+    assert list(plot.data[-1].x) == [k] and list(plot.data[-1].y) == [a]  # the run is marked on the map
+    baseline = app.prefill(sources, "#3 实时：baseline", *values, "中文")
+    assert baseline[:3] == tuple(values[:3]) and "不做推测" in baseline[6]  # nothing to measure: kept
+    assert app.prefill(sources, "gone", *values, "English")[0] is not None
+    with pytest.raises(gr.Error, match="numbers in every field"):
+        app.calculator(None, 0.5, 4, 1, 0, 600)
+    figure = charts.speedup_map(start)
+    assert len(figure.data[0].x) == MAX_K and figure.data[0].y[-1] == 0.95
 
 
 # --- faults and a public server (issue 6) -----------------------------------------------------------------

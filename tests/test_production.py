@@ -38,7 +38,7 @@ def test_vllm_config_follows_the_run():
 def test_what_has_no_equivalent_is_said_not_invented():
     medusa = production.deployment("medusa", "some/model", RunConfig(adaptive_k=True, fallback_threshold=0.3), GREEDY)
     assert medusa.transformers_generate is None and medusa.vllm_llm["speculative_config"]["method"] == "medusa"
-    notes = " ".join(medusa.notes)
+    notes = " ".join(medusa.note_texts())
     assert "no medusa decoding" in notes and "adaptive k" in notes and "falls back" in notes
     assert "no equivalent in `generate()`" in production.markdown(medusa)
     base = production.deployment("baseline", "some/model", RunConfig(), GREEDY)

@@ -87,14 +87,14 @@ def test_a_saved_comparison_replays_with_model_loading_blocked(tmp_path, no_mode
     status, first, second, third = outs[-1][:4]
     assert "Trace" in status and "fake-model" in status and "Count to ten" in status
     assert "baseline" in first["value"] and "sv-accepted" in second["value"] and third["visible"]
-    table, figures, runs, choice = outs[-1][5], outs[-1][6:10], outs[-1][10], outs[-1][11]
+    table, figures, runs, choice = outs[-1][5]["data"], outs[-1][6:10], outs[-1][10], outs[-1][11]
     assert outs[-1][12] == deploy
     assert [row[-1] for row in table] == ["yes", "yes", "yes"]  # the same lossless check as a live comparison
     assert all(isinstance(f, go.Figure) for f in figures)
     assert runs == trace.load(path).runs and choice["value"] == "eagle"
     status, stream, narration, tree, tokens, state = app.replay_step(runs, "eagle")
     assert "round **1**" in status and "<svg" in tree and narration
-    assert app.step_move(state, 1)[-1]["pos"] == 1
+    assert app.step_move(state, delta=1)[-1]["pos"] == 1
 
 
 def test_a_replay_at_speed_streams_round_by_round(tmp_path, monkeypatch, no_model):
@@ -109,7 +109,8 @@ def test_a_replay_at_speed_streams_round_by_round(tmp_path, monkeypatch, no_mode
 
 def test_a_single_live_run_saves_a_trace(no_model):
     backend = FakeBackend()
-    last_run = list(app.run_single(backend, "hi", "ngram", 4, 0.8, 1.0, 24, 5, "fake-model", False, {}))[-1][-2]
+    final = list(app.run_single(backend, "hi", "ngram", 4, 0.8, 1.0, 24, 5, "fake-model", False, {}))[-1]
+    last_run = final[app.RUN_FIELDS.index("last_run")]
     path, deploy = app.save_single(backend, last_run, "hi", 4, 0.8, 1.0, 24, 5, "fake-model")
     t = trace.load(path)
     assert "'temperature': 0.8" in deploy and "'num_speculative_tokens': 4" in deploy
