@@ -51,7 +51,8 @@ def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
         else:
             for child in children[node]:
                 token = tree.tokens[child]
-                draft = tree.draft_dists[child] if tree.draft_dists is not None else point_mass(token, left)
+                draft = (tree.draft_dists[child].to(left.device) if tree.draft_dists is not None
+                         else point_mass(token, left))  # a draft on the GPU, p on the CPU
                 accept_prob = min(1.0, float(left[token]) / max(float(draft[token]), 1e-30))
                 if uniform(generator) < accept_prob:
                     status[child], chosen = ACCEPTED, child

@@ -31,7 +31,7 @@ def output(rounds):
 
 def hf_greedy(target, prompt, max_new_tokens):
     """Plain greedy decoding by transformers itself, the reference every method must match."""
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=target.device)
     out = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                 max_new_tokens=max_new_tokens, eos_token_id=sorted(target.eos_ids),
                                 pad_token_id=0)
@@ -118,7 +118,7 @@ def test_tree_logits_equal_sequential_logits(target):
             while walk != -1:
                 path.insert(0, tree.tokens[walk])
                 walk = tree.parents[walk]
-            alone = target.model(input_ids=torch.tensor([prompt + path])).logits[0, -1]
+            alone = target.model(input_ids=torch.tensor([prompt + path], device=target.device)).logits[0, -1]
             torch.testing.assert_close(tree_logits[node + 1], alone, rtol=1e-9, atol=1e-9)
 
 

@@ -38,7 +38,7 @@ def test_medusa_tree_follows_each_heads_top_k():
     target, weights = tiny_target(0), tiny_medusa(0)
     proposer = MedusaProposer(weights, nodes=12)
     with torch.inference_mode():
-        features = target.model(input_ids=torch.tensor([PROMPT[:-1]]), output_hidden_states=True).hidden_states[-1][0]
+        features = target.model(input_ids=torch.tensor([PROMPT[:-1]], device=target.device), output_hidden_states=True).hidden_states[-1][0]
         proposer.observe((features,))
         tree = proposer.propose(PROMPT, k=3)
         logits = weights.heads.logits(features[-1:], weights.lm_weight)[:, 0]  # (n_heads, V)
@@ -53,7 +53,7 @@ def reference_draft(weights, target, ids, path):
     every position from scratch with a causal mask, then one draft step per path token."""
     head, embed = weights.head, weights.embed
     with torch.inference_mode():
-        states = target.model(input_ids=torch.tensor([ids[:-1]]), output_hidden_states=True).hidden_states
+        states = target.model(input_ids=torch.tensor([ids[:-1]], device=target.device), output_hidden_states=True).hidden_states
         feats = torch.cat([states[layer][0] for layer in weights.hidden_layers], -1)  # (P-1, W)
         if head.eagle3:
             feats = head.fc(feats)  # fused once; the draft's own outputs skip fc
@@ -61,8 +61,9 @@ def reference_draft(weights, target, ids, path):
         probs = []
         for token in path:
             n = len(tokens)
-            out, _ = head.step(embed(torch.tensor(tokens))[None], torch.stack(inputs)[None],
-                               torch.arange(n)[None], None, torch.ones(n, n, dtype=torch.bool).tril()[None, None])
+            out, _ = head.step(embed(torch.tensor(tokens, device=target.device))[None], torch.stack(inputs)[None],
+                               torch.arange(n, device=target.device)[None], None,
+                               torch.ones(n, n, dtype=torch.bool, device=target.device).tril()[None, None])
             logp = torch.log_softmax(head.logits(out[0, -1], weights.lm_rows), -1)
             draft_row = token if weights.draft_ids is None else int((weights.draft_ids == token).nonzero())
             probs.append(float(logp[draft_row].exp()))
@@ -111,7 +112,7 @@ def medusa_v01_checkpoint(folder, target, n_heads=4, seed=1):
     """The layout of FasterDecoding's medusa_lm_head.pt: every head with its own LM head (v0.1)."""
     torch.manual_seed(seed)
     hidden = target.model.config.hidden_size
-    heads = MedusaHeads(hidden, n_heads, n_layers=1, own_vocab=TINY_VOCAB).to(target.dtype)
+    heads = MedusaHeads(hidden, n_heads, n_layers=1, own_vocab=TINY_VOCAB).to(target.device, target.dtype)
     for head in heads:
         torch.nn.init.normal_(head[0].linear.weight, std=0.2)
         head[1].weight.data.copy_(target.model.lm_head.weight + 0.1 * torch.randn_like(head[1].weight))
@@ -166,7 +167,7 @@ def test_eagle_public_layouts_load_to_the_same_proposals(tmp_path, eagle3, renam
     assert loaded.head.eagle3 == eagle3 and loaded.hidden_layers == weights.hidden_layers
     if eagle3:
         assert loaded.hidden_layers == (2, 2, 1)  # entering layers 2, L//2 and L-3 of a 4-layer target
-        assert torch.equal(loaded.draft_ids, torch.arange(0, TINY_VOCAB, 2))
+        assert torch.equal(loaded.draft_ids.cpu(), torch.arange(0, TINY_VOCAB, 2))
     assert trees(target, EagleProposer(loaded)) == trees(target, EagleProposer(weights))
 
 
