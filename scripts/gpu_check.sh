@@ -33,4 +33,3 @@ bench() {  # name, then bench arguments
 bench 135m_bf16 --model .gpu/smollm2-shape --dtype bfloat16
 bench 135m_fp32 --model .gpu/smollm2-shape --dtype float32
 bench 1.7b_bf16 --model .gpu/smollm2-1.7b-shape --dtype bfloat16 --limit 6
-bench 1.7b_bf16_k8 --model .gpu/smollm2-1.7b-shape --dtype bfloat16 --limit 6 --k 8
