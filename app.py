@@ -551,7 +551,7 @@ def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "Englis
     """Replay a trace's runs one after another, as the side-by-side view shows them; no model is loaded.
 
     speed: 1 = as recorded, 2 = twice as fast, 0 = at once. Ends by handing the rounds to step mode.
-    Outputs: status, columns, summary, charts, runs, the step mode's run choice, production text, model."""
+    Outputs: status, columns, summary, charts, runs, the step mode's run choice, production text, the trace."""
     lang = i18n.code(language)
     t = open_trace(upload, demo, lang)
     speed = _as_float(speed, "speed", 0.0, 100.0, lang=lang)
@@ -567,7 +567,7 @@ def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "Englis
                 yield compare_outputs(labels, shown, base, head, tick(), greedy, lang=lang)[:-1] + (skip,) * 3
         shown[label] = t.runs[label]
     final = compare_outputs(labels, shown, base, head, True, greedy, lang=lang)
-    yield final[:-1] + (gr.update(choices=labels, value=labels[-1]), production_markdown(t, lang), t.model)
+    yield final[:-1] + (gr.update(choices=labels, value=labels[-1]), production_markdown(t, lang), t)
 
 
 def replay_step(runs: Optional[dict], label: Optional[str], language: str = "English") -> tuple:
@@ -627,12 +627,20 @@ def prefill(sources: Optional[dict], name: Optional[str], *values_and_language) 
     source = (sources or {}).get(name)
     if source is None:
         return (gr.skip(),) * len(CALC_FIELDS) + (gr.skip(),) * 3
-    costs = source["costs"]
-    merged = [costs.get(field, value) for field, value in zip(CALC_FIELDS, values)]
-    kept = [i18n.text(f"calc.field.{f}", lang) for f in CALC_FIELDS if f not in costs]
-    note = i18n.text("calc.baseline" if source["method"] == "baseline" else "calc.prefilled", lang,
-                     method=source["method"], kept=", ".join(kept) or "—")
-    return (*merged, note, *calculator(*merged, language))
+    merged = [source["costs"].get(field, value) for field, value in zip(CALC_FIELDS, values)]
+    return (*merged, source_note(sources, name, lang), *calculator(*merged, language))
+
+
+def source_note(sources: Optional[dict], name: Optional[str], lang: str) -> str:
+    """What the calculator took from a remembered run, and what it kept as it was."""
+    source = (sources or {}).get(name)
+    if source is None:
+        return i18n.text("calc.no_run", lang)
+    if source["method"] == "baseline":
+        return i18n.text("calc.baseline", lang, method=source["method"])
+    kept = [i18n.text(f"calc.field.{f}", lang) for f in CALC_FIELDS if f not in source["costs"]]
+    return (i18n.text("calc.prefilled", lang, method=source["method"])
+            + (i18n.text("calc.kept", lang, kept="; ".join(kept)) if kept else ""))
 
 
 # --- API --------------------------------------------------------------------------------------------
@@ -859,7 +867,7 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
         columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
     summary = dataframe(ui, "headers.summary", label=tr("compare.summary"), elem_id="replay-summary")
     figures = plots()
-    runs, model = gr.State({}), gr.State(None)
+    runs, replayed = gr.State({}), gr.State(None)  # the replayed trace's rounds, and the trace
     deploy = production_box(ui, "replay.production", "replay-production")
     ui(gr.Markdown, value=tr("replay.step_heading"))
     with gr.Row():
@@ -876,14 +884,14 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
     tokens = dataframe(ui, "headers.tokens")
     state = gr.State(None)
     event = play.click(replay, [upload, demo, speed, language],
-                       [status, *columns, summary, *figures, runs, label, deploy, model], **UI)
+                       [status, *columns, summary, *figures, runs, label, deploy, replayed], **UI)
     replay_outputs = [step_status, stream, narration, tree, tokens, state]
     event.success(replay_step, [runs, label, language], replay_outputs, **UI)
     start.click(replay_step, [runs, label, language], replay_outputs, **UI)
     for button, delta in ((back, -1), (forward, 1)):
         button.click(functools.partial(step_move, delta=delta), [state, language], replay_outputs, **UI)
-    return dict(event=event, runs=runs, model=model, columns=columns, summary=summary, figures=figures,
-                state=state, view=replay_outputs[:-1])
+    return dict(event=event, runs=runs, trace=replayed, columns=columns, summary=summary, figures=figures,
+                state=state, view=replay_outputs[:-1], status=status, deploy=deploy)
 
 
 def explain_tab(ui: Page) -> None:
@@ -915,13 +923,15 @@ def calculator_tab(ui: Page, language: gr.Radio) -> dict:
     for field in values:
         field.input(calculator, values + [language], [result, plot], queue=False, **UI)
     source.change(prefill, [sources, source, *values, language], [*values, note, result, plot], queue=False, **UI)
-    return dict(sources=sources, source=source, values=values, result=result, plot=plot)
+    return dict(sources=sources, source=source, values=values, result=result, plot=plot, note=note)
 
 
 def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, compare_runs, step_state,
-                    replay_runs, replay_state, *calc_values) -> tuple:
+                    replay_runs, replay_state, replayed: Optional[trace.Trace], sources, source,
+                    *calc_values) -> tuple:
     """Everything on the page in the chosen language: the registered texts, then the views that hold a
-    run (redrawn from their state), then the calculator. A run's status lines stay as they were written."""
+    run (redrawn from their state), then the calculator. The status lines of live and side-by-side runs,
+    and their production snippets, stay as they were written until the next run."""
     lang = i18n.code(choice)
     live_rounds = live_rounds or []
 
@@ -939,7 +949,10 @@ def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, 
             *live_checks(live_rounds, live_base, lang))
     return (*ui.updates(lang), explain.method_text(method, lang), *live, *runs_view(compare_runs),
             *step_view(step_state, "step.press_prepare", lang), *runs_view(replay_runs),
-            *step_view(replay_state, "stream.empty", lang), *calculator(*calc_values, choice))
+            *step_view(replay_state, "stream.empty", lang),
+            trace_heading(replayed, lang) if replayed else gr.skip(),
+            production_markdown(replayed, lang) if replayed else gr.skip(),
+            source_note(sources, source, lang), *calculator(*calc_values, choice))
 
 
 def browser_language() -> str:
@@ -979,10 +992,11 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
                                          max_k=MAX_K))
         wire_calculator(calc, live, side, replayed, c, language)
         states = [c["method"], live["rounds"], live["base"], side["runs"], step["state"], replayed["runs"],
-                  replayed["state"], *calc["values"]]
+                  replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
         views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
                  *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
-                 replayed["summary"], *replayed["figures"], *replayed["view"], calc["result"], calc["plot"]]
+                 replayed["summary"], *replayed["figures"], *replayed["view"], replayed["status"], replayed["deploy"],
+                 calc["note"], calc["result"], calc["plot"]]
         language.change(functools.partial(switch_language, ui), [language, *states], ui.components() + views,
                         queue=False, **UI)
         demo.load(None, None, language, js=browser_language(), **UI)
@@ -1010,8 +1024,9 @@ def wire_calculator(calc: dict, live: dict, side: dict, replayed: dict, c: dict,
         [calc["sources"], live["rounds"], live["base"], c["model"], language], outputs, **UI)
     side["event"].then(lambda sources, runs, model, choice: note_runs(sources, runs, model, "compare", choice),
                        [calc["sources"], side["runs"], c["model"], language], outputs, **UI)
-    replayed["event"].then(lambda sources, runs, model, choice: note_runs(sources, runs, model, "replay", choice),
-                           [calc["sources"], replayed["runs"], replayed["model"], language], outputs, **UI)
+    replayed["event"].then(lambda sources, runs, t, choice: note_runs(sources, runs, t.model if t else None,
+                                                                      "replay", choice),
+                           [calc["sources"], replayed["runs"], replayed["trace"], language], outputs, **UI)
 
 
 LAUNCH = dict(show_error=True)  # host and port: GRADIO_SERVER_NAME / GRADIO_SERVER_PORT

@@ -127,18 +127,22 @@ def speedup_map(cost: "explain.CostInputs", lang: str = "en") -> go.Figure:
     verify share, with the calculator's (k, a) marked. The line marks speedup 1: below it, slower."""
     ks = list(range(1, MAX_K + 1))
     z = [[explain.evaluate(replace(cost, a=a, k=k)).speedup for k in ks] for a in A_GRID]
+    top = max(2.0, max(max(row) for row in z))
+    colors = [[0, "#b91c1c"], [1 / top, "#fef3c7"], [1, "#15803d"]]  # red below speedup 1, green above
     fig = go.Figure(go.Contour(
-        x=ks, y=A_GRID, z=z, colorscale="RdYlGn", zmid=1.0, line_smoothing=0.6,
+        x=ks, y=A_GRID, z=z, colorscale=colors, zmin=0, zmax=top, line_smoothing=0.6,
         contours=dict(showlabels=True, labelfont=dict(size=10, color="#111827")),
         colorbar=dict(title=dict(text=text("calc.chart.colorbar", lang), side="right")),
         hovertemplate="k = %{x}<br>a = %{y:.2f}<br>" + text("calc.chart.colorbar", lang) + " = %{z:.2f}×<extra></extra>"))
-    fig.add_trace(go.Contour(x=ks, y=A_GRID, z=z, showscale=False, hoverinfo="skip",
-                             contours=dict(coloring="none", start=1, end=1, size=1),
+    fig.add_trace(go.Contour(x=ks, y=A_GRID, z=z, showscale=False, hoverinfo="skip", showlegend=False,
+                             contours=dict(type="constraint", operation="=", value=1.0),
                              line=dict(color="#111827", width=2, dash="dash")))
     mark = explain.evaluate(cost).speedup
-    fig.add_trace(go.Scatter(x=[cost.k], y=[cost.a], mode="markers+text", name=text("calc.chart.current", lang),
-                             text=[f"{text('calc.chart.current', lang)}: {mark:.2f}×"], textposition="top center",
-                             marker=dict(size=14, color="#111827", symbol="x"), showlegend=False))
+    fig.add_trace(go.Scatter(x=[cost.k], y=[cost.a], mode="markers", name=text("calc.chart.current", lang),
+                             marker=dict(size=13, color="#111827", symbol="x", line=dict(color="white", width=1.5)),
+                             showlegend=False, hovertemplate=f"k = {cost.k}<br>a = {cost.a:.2f}<br>{mark:.2f}×<extra></extra>"))
+    fig.add_annotation(x=cost.k, y=cost.a, text=f"{text('calc.chart.current', lang)}: {mark:.2f}×", showarrow=True,
+                       arrowhead=0, ax=0, ay=-28, bgcolor="white", bordercolor="#111827", font=dict(size=12))
     fig.update_xaxes(title_text=text("calc.chart.k", lang), dtick=1)
     fig.update_yaxes(title_text=text("calc.chart.a", lang), range=[0, 1])
     title = text("calc.chart.title", lang, c=f"{cost.c:.2f}", f=f"{cost.verify_share:.0%}")

@@ -573,8 +573,11 @@ def test_calculator_handlers_remember_runs_and_prefill_them():
     c, a, k, share, extra, target, note, result, plot = out
     costs = explain.run_costs(ngram, base, "embedded:x")
     assert (c, a, k, share, extra) == (costs["c"], costs["a"], costs["k"], costs["verify_share"], 0.0)
-    assert "ngram" in note and "no extra memory" in result and isinstance(plot, go.Figure)
+    assert "ngram" in note and "kept" not in note and "no extra memory" in result and isinstance(plot, go.Figure)
     assert list(plot.data[-1].x) == [k] and list(plot.data[-1].y) == [a]  # the run is marked on the map
+    drafted, choice = app.note_runs({}, {"draft": list(canned_run("draft", 24, 4))}, "some/model", "live")
+    other = app.prefill(drafted, choice["value"], *values, "English")
+    assert "kept as they were: extra memory" in other[6] and other[4] == 123.0  # memory unknown here: kept
     baseline = app.prefill(sources, "#3 实时：baseline", *values, "中文")
     assert baseline[:3] == tuple(values[:3]) and "不做推测" in baseline[6]  # nothing to measure: kept
     assert app.prefill(sources, "gone", *values, "English")[0] is not None
