@@ -550,7 +550,8 @@ def trace_heading(t: trace.Trace, lang: str = "en") -> str:
 def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "English") -> Iterator[tuple]:
     """Replay a trace's runs one after another, as the side-by-side view shows them; no model is loaded.
 
-    speed: 1 = as recorded, 2 = twice as fast, 0 = at once. Ends by handing the rounds to step mode.
+    speed: 1 = as recorded, 2 = twice as fast, 0 = at once. Ends by handing the rounds to step mode, on the
+    first run that guesses.
     Outputs: status, columns, summary, charts, runs, the step mode's run choice, production text, the trace."""
     lang = i18n.code(language)
     t = open_trace(upload, demo, lang)
@@ -567,7 +568,8 @@ def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "Englis
                 yield compare_outputs(labels, shown, base, head, tick(), greedy, lang=lang)[:-1] + (skip,) * 3
         shown[label] = t.runs[label]
     final = compare_outputs(labels, shown, base, head, True, greedy, lang=lang)
-    yield final[:-1] + (gr.update(choices=labels, value=labels[-1]), production_markdown(t, lang), t)
+    first = next((label for label in labels if label != "baseline"), labels[-1])  # step through the first guesser
+    yield final[:-1] + (gr.update(choices=labels, value=first), production_markdown(t, lang), t)
 
 
 def replay_step(runs: Optional[dict], label: Optional[str], language: str = "English") -> tuple:
@@ -871,7 +873,7 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
     deploy = production_box(ui, "replay.production", "replay-production")
     ui(gr.Markdown, value=tr("replay.step_heading"))
     with gr.Row():
-        label = ui(gr.Dropdown, [], label=tr("replay.run"), scale=2)
+        label = ui(gr.Dropdown, [], label=tr("replay.run"), scale=2, elem_id="replay-run")
         start = ui(gr.Button, value=tr("replay.step"), elem_id="replay-step")
         back, forward = ui(gr.Button, value=tr("step.back")), ui(gr.Button, value=tr("step.next"), elem_id="replay-next")
     step_status = gr.Markdown()
@@ -880,7 +882,7 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
             stream = gr.HTML()
         with gr.Column(scale=2):
             narration = gr.Markdown(elem_id="replay-narration")
-    tree = gr.HTML()
+    tree = gr.HTML(elem_id="replay-tree")
     tokens = dataframe(ui, "headers.tokens")
     state = gr.State(None)
     event = play.click(replay, [upload, demo, speed, language],

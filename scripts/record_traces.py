@@ -1,9 +1,12 @@
 """Record the demo traces in demos/traces/ with the real engine on the embedded model.
 
-    python scripts/record_traces.py [--max-new-tokens 48] [--out demos/traces]
+    python scripts/record_traces.py                  # every trace below
+    python scripts/record_traces.py --only eagle     # one (or a comma-separated few)
 
-Each trace is a side-by-side run of every method the embedded model offers on one example prompt
-(greedy), plus one sampling run at temperature 0.8 where rejections and residual resampling happen.
+Each trace is a side-by-side run of up to four methods (what the Replay tab shows) on one example prompt
+of demos/prompts.jsonl: greedy chat, summarisation and code with n-gram and Medusa; the tree methods
+(EAGLE, Medusa, the draft model) on the math prompt; and an n-gram chat run sampled at temperature 0.8, where
+rejections and residual resampling happen.
 """
 from __future__ import annotations
 
@@ -21,7 +24,14 @@ from specviz.engine import generate  # noqa: E402
 from specviz.methods import available_methods  # noqa: E402
 from specviz.models import load_target  # noqa: E402
 
-CATEGORIES = ("chat", "summarization", "code")
+GREEDY, SAMPLED = SamplingConfig(), SamplingConfig(temperature=0.8, seed=1)
+TRACES = {  # file name -> (prompt category, methods after the baseline, sampling, max new tokens)
+    "chat": ("chat", ("ngram", "medusa"), GREEDY, 48),
+    "summarization": ("summarization", ("ngram", "medusa"), GREEDY, 48),
+    "code": ("code", ("ngram", "medusa"), GREEDY, 48),
+    "eagle": ("math", ("eagle", "medusa", "draft"), GREEDY, 60),
+    "chat_sampling_t0.8": ("chat", ("ngram",), SAMPLED, 48),
+}
 
 
 def record(target, methods: list[str], prompt: str, run: RunConfig, sampling: SamplingConfig) -> trace.Trace:
@@ -34,26 +44,30 @@ def record(target, methods: list[str], prompt: str, run: RunConfig, sampling: Sa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--only", default=",".join(TRACES), help=f"comma-separated, from: {', '.join(TRACES)}")
     parser.add_argument("--out", type=Path, default=ROOT / "demos" / "traces")
     args = parser.parse_args()
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TRACES]
+    if unknown:
+        parser.error(f"unknown trace(s) {unknown}; choose from {', '.join(TRACES)}")
     target = load_target()
-    methods = ["baseline"] + [m for m in available_methods(target) if m != "baseline"]
-    print(f"methods: {methods}", flush=True)
+    offered = set(available_methods(target))
     prompts = {}
     for line in (ROOT / "demos" / "prompts.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             item = json.loads(line)
             prompts.setdefault(item["category"], item["prompt"])
-    run = RunConfig(max_new_tokens=args.max_new_tokens, k=4)
     args.out.mkdir(parents=True, exist_ok=True)
-    for category in CATEGORIES:
-        print(f"{category} (greedy)", flush=True)
-        trace.save(record(target, methods, prompts[category], run, SamplingConfig()), args.out / f"{category}.json")
-    sampled = [m for m in methods if m in ("baseline", "draft", "ngram")]
-    print("chat (temperature 0.8)", flush=True)
-    trace.save(record(target, sampled, prompts["chat"], run, SamplingConfig(temperature=0.8, seed=1)),
-               args.out / "chat_sampling_t0.8.json")
+    for name in names:
+        category, methods, sampling, max_new_tokens = TRACES[name]
+        missing = [m for m in methods if m not in offered]
+        if missing:
+            raise SystemExit(f"{name}: the embedded model does not offer {missing} here")
+        print(f"{name}: {category}, temperature {sampling.temperature:g}", flush=True)
+        run = RunConfig(max_new_tokens=max_new_tokens, k=4)
+        recorded = record(target, ["baseline", *methods], prompts[category], run, sampling)
+        trace.save(recorded, args.out / f"{name}.json")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
-"""Screenshot a finished side-by-side run for the README (assets/side_by_side.png).
+"""Screenshots of the app for the README (assets/), and the page actions the browser test shares.
 
-    python scripts/screenshot.py                      # starts the app on the embedded model
+    python scripts/screenshot.py                      # assets/side_by_side.png: a finished side-by-side run
     python scripts/screenshot.py --url http://127.0.0.1:7860/ --methods baseline,ngram,draft
-    python scripts/screenshot.py --all                # also the live run and the step mode
+    python scripts/screenshot.py --all                # also live_run, step_mode, replay, calculator, replay_zh
 
-Needs Debian's chromium (apt-get install chromium) and Playwright for Python (pip install playwright);
-Playwright's own browser download is not used.
+Needs Debian's chromium (apt-get install chromium fonts-noto-cjk) and Playwright for Python (pip install
+playwright); Playwright's own browser download is not used. tests/test_browser.py drives the page with the
+functions below, so what the README shows is what the test checks.
 """
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 PROMPT = "Write the word hello twenty times."
+VIEWPORT = {"width": 1400, "height": 1000}
 
 
-def set_prompt(page, prompt: str, max_new_tokens: int) -> None:
+def launch(pw, url: str, width: int = VIEWPORT["width"], locale: str = "en-US"):
+    """A headless chromium page on the app, its controls ready. Returns (browser, page)."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={**VIEWPORT, "width": width}, locale=locale)
+    page.goto(url)
     page.wait_for_selector("#run-button", timeout=120_000)
-    page.locator("#prompt textarea").fill(prompt)
-    slider = page.get_by_label("number input for max new tokens")
-    slider.fill(str(max_new_tokens))
-    slider.press("Tab")
+    return browser, page
 
 
 def wait_for_text(page, selector: str, text: str, timeout_s: float) -> None:
@@ -32,35 +35,69 @@ def wait_for_text(page, selector: str, text: str, timeout_s: float) -> None:
                            arg=[selector, text], timeout=timeout_s * 1000)
 
 
-def side_by_side(page, methods: list[str], out: Path, timeout_s: float) -> None:
-    page.get_by_role("tab", name="Side by side").click()
+def open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name, exact=True).click()
+
+
+def set_number(page, label: str, value: float) -> None:
+    """A slider's number box, found by its label."""
+    box = page.get_by_label(f"number input for {label}")
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def set_prompt(page, prompt: str, max_new_tokens: int) -> None:
+    page.locator("#prompt textarea").fill(prompt)
+    set_number(page, "max new tokens", max_new_tokens)
+
+
+def choose_methods(page, methods: list[str]) -> None:
     boxes = page.locator("#compare-methods input[type=checkbox]")
     for i in range(boxes.count()):
         box = boxes.nth(i)
         name = box.evaluate("e => e.closest('label').innerText.trim()")
         if box.is_checked() != (name in methods):
             box.click()
+
+
+def side_by_side(page, methods: list[str], timeout_s: float) -> None:
+    open_tab(page, "Side by side")
+    choose_methods(page, methods)
     page.locator("#compare-button").click()
     wait_for_text(page, "#compare-status", "done", timeout_s)
-    page.wait_for_timeout(1500)  # let the last charts draw
-    page.screenshot(path=str(out), full_page=True)
 
 
-def live_run(page, method: str, out: Path, timeout_s: float) -> None:
-    page.get_by_role("tab", name="Live run").click()
+def live_run(page, timeout_s: float) -> None:
+    open_tab(page, "Live run")
     page.locator("#run-button").click()
     wait_for_text(page, "#run-status", "the baseline's speed", timeout_s)
-    page.wait_for_timeout(1500)
-    page.screenshot(path=str(out), full_page=True)
 
 
-def step_mode(page, out: Path, timeout_s: float) -> None:
-    page.get_by_role("tab", name="Step by step (classroom)").click()
+def step_mode(page, timeout_s: float, steps: int = 2) -> None:
+    open_tab(page, "Step by step (classroom)")
     page.locator("#step-prepare").click()
     wait_for_text(page, "#step-narration", "Round 1", timeout_s)
-    for _ in range(2):
+    for n in range(steps):
         page.locator("#step-next").click()
-    wait_for_text(page, "#step-narration", "Round 3", 30)
+        wait_for_text(page, "#step-narration", f"Round {n + 2}", 30)
+
+
+def replay(page, demo: str, speed: float, timeout_s: float) -> None:
+    """Play a shipped trace in the Replay tab until its step mode shows round 1."""
+    open_tab(page, "Replay a trace")
+    page.locator("#replay-demo input").click()
+    page.get_by_role("option", name=demo, exact=True).click()
+    set_number(page, "speed (1 = as recorded, 0 = at once)", speed)
+    page.locator("#replay-button").click()
+    wait_for_text(page, "#replay-narration", "Round 1", timeout_s)
+
+
+def switch_language(page, choice: str) -> None:
+    page.locator("#language").get_by_text(choice, exact=True).click()
+
+
+def shoot(page, out: Path) -> None:
+    page.wait_for_timeout(1500)  # let the last charts draw
     page.screenshot(path=str(out), full_page=True)
 
 
@@ -71,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--methods", default="baseline,ngram", help="two to four, comma-separated")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--width", type=int, default=1400)
-    parser.add_argument("--all", action="store_true", help="also live_run.png and step_mode.png beside --out")
+    parser.add_argument("--width", type=int, default=VIEWPORT["width"])
+    parser.add_argument("--all", action="store_true", help="also the other views, beside --out")
+    parser.add_argument("--trace", default="eagle", help="the demo trace --all replays")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a run")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -85,21 +123,30 @@ def main(argv: list[str] | None = None) -> int:
 
         demo, url = app.start_in_background()
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    beside = args.out.with_name
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": args.width, "height": 1000})
-            page.goto(url)
+            browser, page = launch(pw, url, args.width)
             set_prompt(page, args.prompt, args.max_new_tokens)
-            side_by_side(page, args.methods.split(","), args.out, args.timeout)
+            side_by_side(page, args.methods.split(","), args.timeout)
+            shoot(page, args.out)
             if args.all:
-                live_run(page, "ngram", args.out.with_name("live_run.png"), args.timeout)
-                step_mode(page, args.out.with_name("step_mode.png"), args.timeout)
+                live_run(page, args.timeout)
+                shoot(page, beside("live_run.png"))
+                step_mode(page, args.timeout)
+                shoot(page, beside("step_mode.png"))
+                replay(page, args.trace, 0, args.timeout)
+                shoot(page, beside("replay.png"))
+                open_tab(page, "Cost and return")
+                shoot(page, beside("calculator.png"))
+                switch_language(page, "中文")
+                open_tab(page, "回放记录")
+                shoot(page, beside("replay_zh.png"))
             browser.close()
     finally:
         if demo is not None:
             demo.close()
-    print(f"saved {args.out}")
+    print(f"saved {args.out}" + (" and the other views beside it" if args.all else ""))
     return 0
 
 
