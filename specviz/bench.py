@@ -6,10 +6,12 @@ is each method's tokens/s over the baseline's in the same run (total tokens / to
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import platform
 import sys
 import time
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -36,6 +38,24 @@ def read_prompts(path: Path, limit: Optional[int] = None) -> list[dict[str, str]
 
 DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 Runner = Callable[[str], dict[str, Any]]  # prompt text -> {text, new_tokens, rounds, elapsed_s, proposed/accepted}
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """'eagle' or 'eagle:nodes=16:k=3' -> ("eagle", {"nodes": 16, "k": 3}): a method with options, for sweeps."""
+    name, *pairs = spec.strip().split(":")
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"method option {pair!r} in {spec!r} is not KEY=VALUE")
+        try:
+            options[key] = int(value)
+        except ValueError:
+            try:
+                options[key] = float(value)
+            except ValueError:
+                options[key] = value
+    return name, options
 
 
 def engine_runner(target, method: str, run: RunConfig, sampling: SamplingConfig, options: dict[str, Any]) -> Runner:
@@ -145,7 +165,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m specviz.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=Path, default=Path(__file__).resolve().parent.parent / "demos" / "bench_prompts.jsonl",
                         help="JSONL of {prompt, category} or {question_id, category, turns}")
-    parser.add_argument("--methods", default="baseline,ngram", help="comma-separated; baseline always runs")
+    parser.add_argument("--methods", default="baseline,ngram",
+                        help="comma-separated; baseline always runs; options after colons, e.g. eagle:nodes=16:k=3")
     parser.add_argument("--max-new-tokens", type=int, default=100)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -180,12 +201,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 def bench_from_args(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .methods import METHODS
+    from .methods import METHODS, REGISTRY
     from .models import load_target, random_target
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    specs = [m.strip() for m in args.methods.split(",") if m.strip()]
     prompts = read_prompts(args.prompts, args.limit)
     if not prompts:
         print(f"no prompts in {args.prompts}", file=sys.stderr)
@@ -194,18 +215,28 @@ def bench_from_args(args: argparse.Namespace) -> int:
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     run.validate()  # bad settings and unknown methods are refused before any model loads
     sampling.validate()
-    unknown = [m for m in methods if m not in METHODS]
+    parsed = {spec: parse_spec(spec) for spec in ["baseline"] + [m for m in specs if m != "baseline"]}
+    unknown = [name for name, _ in parsed.values() if name not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; known methods: {', '.join(METHODS)}")
+    runs = {}
+    run_keys = {f.name for f in fields(RunConfig)}  # k, adaptive_k, fallback_threshold, ...
+    for spec, (name, options) in parsed.items():
+        known = set(inspect.signature(REGISTRY[name].make).parameters) - {"target", "sampling"}
+        if set(options) - known - run_keys:
+            raise ValueError(f"method {name!r} has no option {sorted(set(options) - known - run_keys)[0]!r}; "
+                             f"its options: {', '.join(sorted(known))}, and RunConfig's: {', '.join(sorted(run_keys))}")
+        runs[spec] = replace(run, **{key: options.pop(key) for key in list(options) if key in run_keys})
+        runs[spec].validate()
     if args.random_init and not args.model:
         raise ValueError("--random-init needs --model FOLDER (a config.json and a tokenizer)")
     dtype = DTYPES[args.dtype]
     target = random_target(args.model, dtype=dtype) if args.random_init else load_target(args.model, dtype=dtype)
-    options = {"draft": {"draft": load_target(args.draft)}} if args.draft else {}
-    runners = {name: engine_runner(target, name, run, sampling, options.get(name, {}))
-               for name in ["baseline"] + [m for m in methods if m != "baseline"]}
+    draft = {"draft": load_target(args.draft)} if args.draft else {}
+    runners = {spec: engine_runner(target, name, runs[spec], sampling, {**(draft if name == "draft" else {}), **options})
+               for spec, (name, options) in parsed.items()}
     if args.compare_hf:
-        runners.update(hf_runners(target, run, sampling, options.get("draft", {})))
+        runners.update(hf_runners(target, run, sampling, draft))
     with tqdm(total=len(prompts) * len(runners), desc="bench", unit="run", file=sys.stderr) as progress:
         results = run_bench(prompts, runners, sampling.greedy, progress)
     print(format_table(results))

@@ -188,6 +188,10 @@ def test_no_remote_code_and_weights_only_through_safe_loaders():
     (["--top-p", "0"], "top_p must be in"),
     (["--methods", "ngram,telepathy"], "unknown method 'telepathy'"),
     (["--model", "specviz-tests/no-such-model-anywhere"], "could not load model"),
+    (["--methods", "eagle:nodez=8"], "method 'eagle' has no option 'nodez'"),
+    (["--methods", "ngram:k=40"], "k must be an integer from 1 to"),
+    (["--methods", "ngram:max_ngram"], "is not KEY=VALUE"),
+    (["--random-init"], "--random-init needs --model FOLDER"),
 ])
 def test_the_benchmark_refuses_bad_settings_in_one_line(args, message, capsys, monkeypatch):
     from specviz.bench import main
@@ -196,3 +200,12 @@ def test_the_benchmark_refuses_bad_settings_in_one_line(args, message, capsys, m
     assert main(["--limit", "1", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_bench_method_specs_parse_options():
+    from specviz.bench import parse_spec
+
+    assert parse_spec("eagle") == ("eagle", {})
+    assert parse_spec(" eagle:nodes=16:k=3:lookup=0 ") == ("eagle", {"nodes": 16, "k": 3, "lookup": 0})
+    assert parse_spec("ngram:fallback_threshold=0.25:weights=a/b") == ("ngram", {"fallback_threshold": 0.25,
+                                                                                 "weights": "a/b"})
