@@ -957,6 +957,11 @@ def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, 
             source_note(sources, source, lang), *calculator(*calc_values, choice))
 
 
+# Charts drawn while their tab was hidden (a language switch, a run in another tab) have the wrong width
+# until the window resizes: a resize event after each tab change lets plotly lay them out again.
+RESIZE_CHARTS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 50); }"
+
+
 def browser_language() -> str:
     """JavaScript run on page load: 中文 when the browser prefers Chinese, else English."""
     return "() => (navigator.language || '').toLowerCase().startsWith('zh') ? '中文' : 'English'"
@@ -976,7 +981,7 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
             language = gr.Radio(list(i18n.LANGUAGES), value="English", label="Language / 语言", scale=0,
                                 min_width=160, elem_id="language")
         c = controls(ui, backend)
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with ui(gr.Tab, label=tr("tab.live")):
                 live = live_tab(ui, backend, c, cache, language)
             with ui(gr.Tab, label=tr("tab.compare")):
@@ -993,6 +998,7 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
                 ui(gr.Markdown, value=tr("api.text", max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE,
                                          max_k=MAX_K))
         wire_calculator(calc, live, side, replayed, c, language)
+        tabs.change(None, None, None, js=RESIZE_CHARTS, **UI)
         states = [c["method"], live["rounds"], live["base"], side["runs"], step["state"], replayed["runs"],
                   replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
         views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],

@@ -87,10 +87,11 @@ def speed_figure(runs: Runs, baseline: Optional[list[Round]] = None, lang: str =
         tps = summarize(rounds)["tokens_per_s"] if rounds else 0.0
         top = max(top, tps)
         speedup = f"{tps / base_tps:.2f}×" if base_tps and label != "baseline" else ""
-        fig.add_trace(go.Bar(x=[label], y=[tps], marker_color=color, text=[f"{tps:.1f}/s {speedup}".strip()],
+        bar_text = f"{tps:.1f}/s<br>{speedup}" if speedup else f"{tps:.1f}/s"
+        fig.add_trace(go.Bar(x=[label], y=[tps], marker_color=color, text=[bar_text], textfont=dict(size=11),
                              textposition="outside", textangle=0, cliponaxis=False, showlegend=False,
                              legendgroup=label), row=1, col=2)
-    fig.update_yaxes(range=[0, top * 1.3 or 1], row=1, col=2)  # room for the labels above the bars
+    fig.update_yaxes(range=[0, top * 1.45 or 1], row=1, col=2)  # room for the labels above the bars
     fig.update_xaxes(title_text=text("axis.seconds", lang), row=1, col=1)
     fig.update_yaxes(title_text=text("axis.tokens", lang), row=1, col=1)
     return _style(fig, text("chart.speed" if base_tps else "chart.speed.waiting", lang))
