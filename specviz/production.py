@@ -79,7 +79,7 @@ def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple
 
 
 def deployment(method: str, model: str, run: RunConfig, sampling: SamplingConfig, draft: Optional[str] = None,
-               ngram: tuple[int, int] = (3, 1), batch_cutoff: Optional[int] = None,
+               ngram: tuple[int, int] = (8, 2), batch_cutoff: Optional[int] = None,
                max_model_len: Optional[int] = None) -> Deployment:
     """The run's settings for vLLM and transformers.
 

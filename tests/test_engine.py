@@ -274,3 +274,18 @@ def test_ngram_lookup_prefers_the_longest_most_recent_match_and_continues_repeat
     assert lookup(np.array([7, 8, 7, 8, 7, 8]), 5, 3, 1) == [7, 8, 7, 8, 7]  # a repeat, continued
     assert lookup(np.array([1, 2, 3, 4]), 4, 3, 1) == []
     assert lookup(np.array([5, 6, 1, 5]), 2, 3, 2) == []  # only a 1-token match, below min_ngram
+
+
+def test_ngram_guess_length_grows_with_the_match():
+    import numpy as np
+
+    from specviz.methods.ngram import NgramOptions, NgramProposer, lookup
+
+    text = np.array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 20, 21, 1, 2, 3, 4, 5, 6])
+    assert lookup(text, 8, 8, 2, scaled=True) == [7, 8, 9, 10, 11, 12, 20, 21]  # a 6-gram: copying, guess 8
+    assert lookup(text, 4, 8, 2, scaled=True) == [7, 8, 9, 10]  # ... but never more than k
+    assert lookup(np.array([9, 1, 2, 3, 6, 2, 3]), 8, 8, 2, scaled=True) == [6, 2]  # a 2-gram: guess 2
+    assert lookup(np.array([9, 1, 2, 3, 6, 2, 3]), 8, 8, 2) == [6, 2, 3, 6, 2, 3, 6, 2]  # unscaled: k
+    proposer = NgramProposer(NgramOptions())
+    assert proposer.propose([5, 1, 7, 1], 4).tokens == []  # a 1-gram match is not enough by default
+    assert NgramProposer(NgramOptions(min_ngram=1, scaled=False)).propose([5, 1, 7, 1], 4).tokens == [7, 1, 7, 1]

@@ -26,13 +26,21 @@ def test_vllm_config_follows_the_run():
                               SamplingConfig(temperature=0.8, top_p=0.9, seed=7), batch_cutoff=8,
                               max_model_len=2048)
     assert d.vllm_llm == {"model": production.EMBEDDED_HUB_ID, "max_model_len": 2048, "speculative_config": {
-        "method": "ngram", "num_speculative_tokens": 6, "prompt_lookup_max": 3, "prompt_lookup_min": 1,
+        "method": "ngram", "num_speculative_tokens": 6, "prompt_lookup_max": 8, "prompt_lookup_min": 2,
         "disable_by_batch_size": 8}}
     assert d.vllm_sampling == {"max_tokens": 40, "temperature": 0.8, "seed": 7, "top_p": 0.9}
-    assert d.transformers_generate == {"prompt_lookup_num_tokens": 6, "max_matching_ngram_size": 3,
+    assert d.transformers_generate == {"prompt_lookup_num_tokens": 6, "max_matching_ngram_size": 8,
                                        "max_new_tokens": 40, "do_sample": True, "temperature": 0.8, "top_p": 0.9}
     text = production.markdown(d)
     assert "speculative_config" in text and "prompt_lookup_num_tokens" in text and "True" in text
+
+
+def test_the_ngram_sizes_are_the_engines_defaults():
+    from specviz.methods.ngram import NgramOptions
+
+    d = production.deployment("ngram", "m", RunConfig(), GREEDY)
+    lookup = d.vllm_llm["speculative_config"]
+    assert (lookup["prompt_lookup_max"], lookup["prompt_lookup_min"]) == (NgramOptions.max_ngram, NgramOptions.min_ngram)
 
 
 def test_what_has_no_equivalent_is_said_not_invented():

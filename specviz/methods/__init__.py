@@ -61,8 +61,9 @@ def _eagle(target: Target, sampling: SamplingConfig, head: Optional[EagleWeights
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("baseline", lambda target, sampling: Baseline()),
-    Method("ngram", lambda target, sampling, max_ngram=3, min_ngram=1:
-           NgramProposer(NgramOptions(max_ngram=max_ngram, min_ngram=min_ngram))),
+    Method("ngram", lambda target, sampling, max_ngram=NgramOptions.max_ngram, min_ngram=NgramOptions.min_ngram,
+           scaled=NgramOptions.scaled:
+           NgramProposer(NgramOptions(max_ngram=max_ngram, min_ngram=min_ngram, scaled=bool(scaled)))),
     Method("draft", _draft, available=lambda target: shipped_fits("draft", target)),
     Method("medusa", _medusa, available=lambda target: shipped_fits("medusa", target)),
     Method("eagle", _eagle, available=lambda target: shipped_fits("eagle", target)),
