@@ -135,6 +135,12 @@ def test_the_demo_traces_load_and_replay(no_model):
         t = trace.load(app.DEMO_TRACES / f"{name}.json")
         assert t.model == specviz.models.EMBEDDED and "baseline" in t.runs
         assert list(app.replay(None, name, 0))[-1][0].startswith("**Trace**")
+    eagle = trace.load(app.DEMO_TRACES / "eagle.json")  # a tree method, replayed with the same trees
+    assert list(eagle.runs) == ["baseline", "eagle", "medusa", "draft"]
+    tree_round = next(r for r in eagle.runs["eagle"] if r.n_proposed > r.k)
+    assert "<svg" in app.inspect_round([tree_round], 1)[0]
+    status, *_ = app.replay_step(eagle.runs, "eagle")
+    assert "eagle" in status
     sampled = [trace.load(app.DEMO_TRACES / f"{n}.json") for n in names if "sampling" in n]
     for t in sampled:
         assert t.sampling.temperature == 0.8
