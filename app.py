@@ -998,15 +998,8 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
                 ui(gr.Markdown, value=tr("api.text", max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE,
                                          max_k=MAX_K))
         wire_calculator(calc, live, side, replayed, c, language)
+        wire_language(ui, language, c, live, side, step, replayed, calc)
         tabs.change(None, None, None, js=RESIZE_CHARTS, **UI)
-        states = [c["method"], live["rounds"], live["base"], side["runs"], step["state"], replayed["runs"],
-                  replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
-        views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
-                 *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
-                 replayed["summary"], *replayed["figures"], *replayed["view"], replayed["status"], replayed["deploy"],
-                 calc["note"], calc["result"], calc["plot"]]
-        language.change(functools.partial(switch_language, ui), [language, *states], ui.components() + views,
-                        queue=False, **UI)
         demo.load(None, None, language, js=browser_language(), **UI)
         c["method"].change(lambda name, choice: explain.method_text(name, i18n.code(choice)), [c["method"], language],
                            c["method_info"], queue=False, **UI)
@@ -1022,6 +1015,19 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)
     return demo
+
+
+def wire_language(ui: Page, language: gr.Radio, c: dict, live: dict, side: dict, step: dict, replayed: dict,
+                  calc: dict) -> None:
+    """The switch: every registered text, and the views redrawn from the states that hold their runs."""
+    states = [c["method"], live["rounds"], live["base"], side["runs"], step["state"], replayed["runs"],
+              replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
+    views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
+             *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
+             replayed["summary"], *replayed["figures"], *replayed["view"], replayed["status"], replayed["deploy"],
+             calc["note"], calc["result"], calc["plot"]]
+    language.change(functools.partial(switch_language, ui), [language, *states], ui.components() + views,
+                    queue=False, **UI)
 
 
 def wire_calculator(calc: dict, live: dict, side: dict, replayed: dict, c: dict, language: gr.Radio) -> None:
