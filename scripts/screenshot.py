@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="also the other views, beside --out")
     parser.add_argument("--trace", default="eagle", help="the demo trace --all replays")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a run")
+    parser.add_argument("--time-budget", type=float, default=600,
+                        help="the started app's time budget per run (s): a busy machine should not cut the baseline")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(ROOT))
         import app
 
-        demo, url = app.start_in_background()
+        limits = app.replace(app.limits_from_env(), time_budget_s=args.time_budget)
+        demo, url = app.start_in_background(app.EngineBackend(app.model_choices(limits.public), limits))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     beside = args.out.with_name
     try:
