@@ -49,7 +49,9 @@ def measured_inputs(rounds: list[Round]) -> Optional[dict[str, float]]:
 
     a = accepted / checked guesses, where a guess is checked when every guess before it on its
     path was kept (so tokens after the first rejection do not count against a).
-    c = draft time per guessed token / verify time per round (one target forward).
+    k = the mean depth of a round's guesses (a tree of many nodes still guesses k tokens deep).
+    c = draft time per guessing step (per level of depth) / verify time per round (one target forward),
+    so that k*c + 1 is a round's measured time over its verify time, for chains and trees alike.
     """
     spec = [r for r in rounds if r.mode == SPECULATE and r.n_proposed > 0]
     if not spec:
@@ -57,14 +59,13 @@ def measured_inputs(rounds: list[Round]) -> Optional[dict[str, float]]:
     accepted = sum(r.n_accepted for r in spec)
     rejected_checks = sum(1 for r in spec if "rejected" in r.status)
     checked = accepted + rejected_checks
-    proposed = sum(r.n_proposed for r in spec)
-    verify = sum(r.verify_time_s for r in spec) / len(spec)
-    draft_per_token = sum(r.draft_time_s for r in spec) / proposed
+    verify = sum(r.verify_time_s for r in spec)
     depths = [max(depth_of(r.parents, i) for i in range(r.n_proposed)) for r in spec]
+    draft_per_step = sum(r.draft_time_s for r in spec) / sum(depths)
     return {
         "a": accepted / checked if checked else 0.0,
         "k": sum(depths) / len(spec),  # guesses actually made per path: a method may guess fewer than its budget
-        "c": draft_per_token / verify if verify > 0 else 0.0,
+        "c": draft_per_step / (verify / len(spec)) if verify > 0 else 0.0,
     }
 
 

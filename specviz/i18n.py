@@ -279,7 +279,7 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "calc.intro": """### Cost and return of speculative decoding
 Each finished run (live, side by side or replayed) fills this in with what it measured; change any value to ask "what if?".
 
-- **c**: the cost of one guessed token, in target forward passes (measured: draft time per guessed token / verify time per round; about 0 for n-gram lookup).
+- **c**: the cost of one guessed token, in target forward passes (measured: draft time per round / k, over the verify time per round; about 0 for n-gram lookup).
 - **a**: the per-token acceptance rate; **k**: guesses per round.
 - **verify share f**: the share of a request's time spent in the target's forward passes, the part speculation shortens (measured on the baseline: time in rounds / total time; the rest is prefill and overhead).
 - **memory**: what the method adds (draft model or heads, and their KV cache) against the target's own weights and KV cache, in MB.
@@ -560,7 +560,7 @@ ZH = {
     "calc.intro": """### 推测解码的成本与收益
 每次完成的运行（实时、并排或回放）都会用实测的数值填入下面的输入；你可以修改任意一项，看看“如果……会怎样”。
 
-- **c**：一个猜测 token 的成本，以目标模型前向计算为单位（实测：每个猜测 token 的草稿时间 / 每轮验证时间；n-gram 查找约为 0）。
+- **c**：一个猜测 token 的成本，以目标模型前向计算为单位（实测：每轮草稿时间 / k，再除以每轮验证时间；n-gram 查找约为 0）。
 - **a**：每个 token 的接受率；**k**：每轮的猜测数。
 - **验证占比 f**：一个请求的时间中花在目标模型前向计算上的比例，也就是推测解码能缩短的部分（在基线上实测：各轮时间 / 总时间；其余是预填充和其他开销）。
 - **内存**：该方法额外增加的内存（草稿模型或预测头，以及它们的 KV 缓存），与目标模型自身的权重和 KV 缓存对比，单位 MB。
