@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.all:
                 live_run(page, args.timeout)
                 shoot(page, beside("live_run.png"))
-                step_mode(page, args.timeout)
+                step_mode(page, args.timeout, steps=7)  # round 8: past the opening plain steps, guesses kept
                 shoot(page, beside("step_mode.png"))
                 replay(page, args.trace, 0, args.timeout)
                 shoot(page, beside("replay.png"))
