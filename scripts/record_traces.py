@@ -2,6 +2,7 @@
 
     python scripts/record_traces.py                  # every trace below
     python scripts/record_traces.py --only eagle     # one (or a comma-separated few)
+    python scripts/record_traces.py --threads 1      # steadier timings on a shared machine
 
 Each trace is a side-by-side run of up to four methods (what the Replay tab shows) on one example prompt
 of demos/prompts.jsonl: greedy chat, summarisation and code with n-gram and Medusa; the tree methods
@@ -46,11 +47,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(TRACES), help=f"comma-separated, from: {', '.join(TRACES)}")
     parser.add_argument("--out", type=Path, default=ROOT / "demos" / "traces")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in TRACES]
     if unknown:
         parser.error(f"unknown trace(s) {unknown}; choose from {', '.join(TRACES)}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     target = load_target()
     offered = set(available_methods(target))
     prompts = {}
