@@ -7,7 +7,7 @@ from typing import Iterator
 
 import torch
 
-from .config import RunConfig, SamplingConfig
+from .config import MAX_K, RunConfig, SamplingConfig
 from .events import FALLBACK, PLAIN, SPECULATE, UNREACHED, Round
 from .methods.base import Proposer
 from .models import Target
@@ -79,7 +79,9 @@ def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: Ru
     generator = torch.Generator().manual_seed(sampling.seed)
     start = time.perf_counter()
     with torch.inference_mode():
-        session = TargetSession(target.model, proposer.hidden_layers)
+        # room for the whole run plus one round's tree (a bigger tree grows the buffers once)
+        capacity = len(prompt_ids) + run.max_new_tokens + 2 * MAX_K + 64
+        session = TargetSession(target.model, proposer.hidden_layers, capacity)
         proposer.observe(session.prefill(prompt_ids))
         ids, stream, schedule = list(prompt_ids), TextStream(target), Schedule(run)
         broken: str | None = None  # set when the proposer raised: the rest of the run is plain

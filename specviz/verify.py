@@ -76,15 +76,51 @@ def truncate(cache, length: int) -> None:
         cache.crop(-remove)
 
 
+def preallocated_cache(config, capacity: int):
+    """A DynamicCache whose full-attention layers write into buffers of `capacity` positions instead of
+    growing by torch.cat each forward (an O(length) copy per layer per forward: 5% of a 1-token forward
+    at 300 cached tokens, 14% at 1,200 on the 2-core CPU). Other layer kinds stay as transformers makes them."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferedLayer(DynamicLayer):
+        """keys/values are views [: length] of preallocated buffers; crop shortens the view."""
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, length = key_states.shape[-2], self.get_seq_length()
+            buffer = getattr(self, "buffers", None)
+            if buffer is None or self.keys.data_ptr() != buffer[0].data_ptr() or length + n > buffer[0].shape[-2]:
+                size = max(capacity, 2 * (length + n))  # fits the run; doubles if a caller asks for more
+                shape = (*key_states.shape[:-2], size, key_states.shape[-1])
+                buffer = (key_states.new_empty(shape), value_states.new_empty(shape))
+                if length:
+                    buffer[0][..., :length, :] = self.keys
+                    buffer[1][..., :length, :] = self.values
+                self.buffers = buffer
+            buffer[0][..., length:length + n, :] = key_states
+            buffer[1][..., length:length + n, :] = value_states
+            self.keys, self.values = buffer[0][..., :length + n, :], buffer[1][..., :length + n, :]
+            return self.keys, self.values
+
+    cache = DynamicCache(config=config)
+    layers = getattr(cache, "layers", None)
+    if isinstance(layers, list):
+        cache.layers = [BufferedLayer() if type(layer) is DynamicLayer else layer for layer in layers]
+    return cache
+
+
 class TargetSession:
     """Per-run state of the target: its KV cache. Holds every committed token but the last (the root)."""
 
-    def __init__(self, model: torch.nn.Module, hidden_layers: tuple[int, ...] = ()):
+    def __init__(self, model: torch.nn.Module, hidden_layers: tuple[int, ...] = (), capacity: int = 0):
         from transformers import DynamicCache
 
         self.model = model
         self.hidden_layers = hidden_layers  # indices into HF hidden_states that the proposer reads
-        self.cache = DynamicCache(config=model.config)
+        # capacity: positions the run can need (prompt + new tokens + one round's tree); 0 = grow as needed
+        self.cache = preallocated_cache(model.config, capacity) if capacity else DynamicCache(config=model.config)
 
     @property
     def past_len(self) -> int:
@@ -137,7 +173,9 @@ class TargetSession:
             truncate(self.cache, past_len + len(keep))
             return
         index = torch.tensor([past_len + i for i in keep], device=next(self.model.parameters()).device)
-        for layer in self.cache.layers:  # a gather for tree paths (transformers >= 4.56 cache layout)
-            layer.keys = torch.cat([layer.keys[..., :past_len, :], layer.keys.index_select(-2, index)], dim=-2)
-            layer.values = torch.cat([layer.values[..., :past_len, :], layer.values.index_select(-2, index)], dim=-2)
+        for layer in self.cache.layers:  # tree paths: move the kept slots down, in place (transformers >= 4.56 layout)
+            kept_keys, kept_values = layer.keys.index_select(-2, index), layer.values.index_select(-2, index)
+            layer.keys[..., past_len:past_len + len(keep), :] = kept_keys
+            layer.values[..., past_len:past_len + len(keep), :] = kept_values
+        truncate(self.cache, past_len + len(keep))
         assert self.past_len == past_len + len(keep) <= new_len

@@ -289,3 +289,44 @@ def test_ngram_guess_length_grows_with_the_match():
     proposer = NgramProposer(NgramOptions())
     assert proposer.propose([5, 1, 7, 1], 4).tokens == []  # a 1-gram match is not enough by default
     assert NgramProposer(NgramOptions(min_ngram=1, scaled=False)).propose([5, 1, 7, 1], 4).tokens == [7, 1, 7, 1]
+
+
+def test_thin_head_matches_the_plain_lm_head_and_installs_only_where_it_pays():
+    from specviz import thin
+
+    model = tiny_llama(0, layers=1, dtype=torch.float32)
+    head = model.get_output_embeddings()
+    assert thin.install(model) and isinstance(model.get_output_embeddings(), thin.ThinHead)
+    fast = model.get_output_embeddings()
+    assert fast.weight is head.weight  # the tied weight is shared, not copied
+    with torch.inference_mode():
+        for rows in (1, 3, 4, 9, 24, 30):
+            x = torch.randn(1, rows, head.in_features, device=head.weight.device)
+            torch.testing.assert_close(fast(x), torch.nn.functional.linear(x, head.weight), rtol=1e-5, atol=1e-5)
+    assert not thin.install(tiny_llama(0, layers=1))  # float64: left alone
+
+
+def test_the_preallocated_cache_gives_the_same_logits_and_grows_past_its_capacity(target):
+    """Buffered layers (no torch.cat per forward) == transformers' DynamicCache, through crops, tree
+    gathers and a forward that overflows the buffer."""
+    from specviz.verify import TargetSession
+
+    prompt = [1, 8, 9, 10, 11, 12]
+    tree = Tree(tokens=[20, 21, 22, 23], parents=[-1, -1, 0, 1])
+    plain, buffered = TargetSession(target.model), TargetSession(target.model, capacity=8)
+    with torch.inference_mode():
+        for session in (plain, buffered):
+            session.prefill(prompt)
+        for step in range(6):  # trees, then chains: the buffered run outgrows its 8 slots
+            current = tree if step % 2 == 0 else Tree.chain([30 + step, 31 + step])
+            root = prompt[-1] if step == 0 else 40 + step
+            logits = [s.forward_tree(root, current).logits for s in (plain, buffered)]
+            torch.testing.assert_close(logits[0], logits[1], rtol=1e-12, atol=1e-12)
+            keep = [0, 2, 4] if step % 2 == 0 else [0, 1]  # a tree path (gather), a chain prefix (crop)
+            for s in (plain, buffered):
+                s._keep(s.past_len - len(current) - 1, keep)
+            assert plain.past_len == buffered.past_len
+            for a, b in zip(plain.cache.layers, buffered.cache.layers):
+                assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    assert type(buffered.cache.layers[0]).__name__ == "BufferedLayer"
+    assert buffered.cache.layers[0].buffers[0].shape[-2] > 8  # it grew
