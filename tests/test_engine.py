@@ -40,8 +40,8 @@ def hf_greedy(target, prompt, max_new_tokens):
 
 def method_options(name, draft_target):
     """What each method needs on a tiny random target (the shipped weights are for the embedded one)."""
-    return {"draft": {"draft": draft_target}, "medusa": {"heads": tiny_medusa(0)},
-            "eagle": {"head": tiny_eagle(0)}}.get(name, {})
+    return {"draft": {"draft": draft_target}, "medusa": {"heads": tiny_medusa(0), "nodes": 24},
+            "eagle": {"head": tiny_eagle(0), "nodes": 24}}.get(name, {})  # big trees, whatever the device's default
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -330,3 +330,15 @@ def test_the_preallocated_cache_gives_the_same_logits_and_grows_past_its_capacit
                 assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
     assert type(buffered.cache.layers[0]).__name__ == "BufferedLayer"
     assert buffered.cache.layers[0].buffers[0].shape[-2] > 8  # it grew
+
+
+def test_tree_sizes_default_by_device(target):
+    from specviz.methods import TREE_NODES
+
+    eagle = make_proposer("eagle", target, GREEDY, head=tiny_eagle(0))
+    medusa = make_proposer("medusa", target, GREEDY, heads=tiny_medusa(0))
+    device = target.device.type
+    assert eagle.options.nodes == TREE_NODES["eagle"][device] and len(medusa.choices) == TREE_NODES["medusa"][device]
+    assert TREE_NODES["eagle"]["cpu"] < TREE_NODES["eagle"]["cuda"]  # a CPU pays for every verified token
+    rounds = run(target, "eagle", PROMPTS[0], k=8, head=tiny_eagle(0), nodes=3)
+    assert max(len(r.tokens) for r in rounds) <= 3 and any(len(r.tokens) for r in rounds)

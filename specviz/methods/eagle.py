@@ -187,7 +187,7 @@ class EagleProposer(Proposer):
         # Step 1: extend the draft cache over the newly committed positions; the last output guesses depth 1.
         out = self._extend(ids)  # (H,)
         # Step 2: expand the tree level by level (EAGLE-2), then keep the best nodes overall.
-        nodes = self._expand(out, len(ids) - 1, k)
+        nodes = self._expand(out, len(ids) - 1, min(k, self.options.nodes))  # deeper than `nodes` is never kept
         tree = self._rerank(nodes)
         if self.options.lookup:  # Step 3 (optional, not in EAGLE): what followed the last n-gram before
             tree = graft(tree, lookup(np.asarray(ids), k, self.options.lookup, 1))
