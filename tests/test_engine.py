@@ -62,7 +62,7 @@ def test_a_good_draft_is_accepted(target, draft_target):
     stats = summarize(rounds)
     assert stats["mean_accepted_tokens"] > 1.5
     assert 0 < stats["acceptance_rate"] < 1  # the noisy copy agrees often, not always
-    perfect = summarize(run(target, "draft", PROMPTS[0], k=4, draft=target))
+    perfect = summarize(run(target, "draft", PROMPTS[0], k=4, draft=target, confidence=0.0))  # always k guesses
     assert perfect["acceptance_rate"] == 1.0 and perfect["mean_accepted_tokens"] == pytest.approx(5, abs=0.3)
 
 
@@ -342,3 +342,15 @@ def test_tree_sizes_default_by_device(target):
     assert TREE_NODES["eagle"]["cpu"] < TREE_NODES["eagle"]["cuda"]  # a CPU pays for every verified token
     rounds = run(target, "eagle", PROMPTS[0], k=8, head=tiny_eagle(0), nodes=3)
     assert max(len(r.tokens) for r in rounds) <= 3 and any(len(r.tokens) for r in rounds)
+
+
+def test_the_draft_stops_guessing_when_unsure(target, draft_target):
+    sure = make_proposer("draft", target, GREEDY, draft=draft_target, confidence=0.0)
+    unsure = make_proposer("draft", target, GREEDY, draft=draft_target, confidence=0.999)
+    ids = [1, 5, 9, 14, 3]
+    full, short = sure.propose(ids, 6), unsure.propose(ids, 6)
+    assert len(full) == 6 and 1 <= len(short) < 6
+    assert short.tokens == full.tokens[: len(short)]  # the same guesses, cut after the first unsure one
+    assert all(p >= 0.999 for p in short.draft_probs[:-1]) and short.draft_probs[-1] < 0.999
+    with pytest.raises(ValueError, match="confidence must be in"):
+        make_proposer("draft", target, GREEDY, draft=draft_target, confidence=1.5)

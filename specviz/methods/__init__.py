@@ -29,8 +29,10 @@ def _shipped(method: str, target: Target, load: Callable[[Any, Target], Any]) ->
     return cached_load(method, target, lambda: load(shipped(method), target))
 
 
-def _draft(target: Target, sampling: SamplingConfig, draft: Optional[Target] = None) -> Proposer:
-    """draft: a loaded draft model; none: the shipped draft for the embedded target."""
+def _draft(target: Target, sampling: SamplingConfig, draft: Optional[Target] = None,
+           confidence: float = 0.4) -> Proposer:
+    """draft: a loaded draft model; none: the shipped draft for the embedded target. confidence: stop
+    guessing after a token the draft gives less than this probability (0 = always k tokens)."""
     if draft is None:
         card = read_card(shipped("draft"))
         why = "none ships" if card is None else mismatch(card, target)
@@ -38,7 +40,7 @@ def _draft(target: Target, sampling: SamplingConfig, draft: Optional[Target] = N
             raise ValueError(f"method 'draft' needs a draft model with the tokenizer of {target.name!r}; the "
                              f"shipped one does not fit it ({why}): pass one, e.g. --draft FOLDER")
         draft = _shipped("draft", target, load_draft)
-    return DraftProposer(target, draft, sampling)
+    return DraftProposer(target, draft, sampling, confidence)
 
 
 # Tree nodes per round, by device (docs/perf.md, "Tree size"). On the 2-core CPU a forward over

@@ -16,10 +16,16 @@ class DraftProposer(Proposer):
 
     name = "draft"
 
-    def __init__(self, target: Target, draft: Target, sampling: SamplingConfig):
+    def __init__(self, target: Target, draft: Target, sampling: SamplingConfig, confidence: float = 0.4):
         from transformers import DynamicCache
 
         check_same_tokenizer(target, draft)
+        if not 0 <= confidence < 1:
+            raise ValueError(f"confidence must be in [0, 1), got {confidence!r}")
+        # Stop guessing after a token the draft gives less than this probability (transformers'
+        # assistant_confidence_threshold, same default): each draft step costs a forward of the draft.
+        # The rule reads only the draft's own distribution, so verification stays lossless.
+        self.confidence = confidence
         self.model, self.sampling, self.vocab = draft.model, sampling, target.vocab_size
         self.generator = torch.Generator().manual_seed(sampling.seed + 1)
         self.cache = DynamicCache(config=draft.model.config)
@@ -44,6 +50,8 @@ class DraftProposer(Proposer):
             probs.append(float(q[token]))
             dists.append(q)
             feed = [token]
+            if probs[-1] < self.confidence:
+                break
         dists_t = None if self.sampling.greedy else torch.stack(dists)  # (k, V)
         return Tree.chain(tokens, probs, dists_t)
 
