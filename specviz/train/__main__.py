@@ -41,7 +41,7 @@ def features_main(args: argparse.Namespace) -> int:
     from ..models import load_target
     from . import data, features
 
-    target = load_target()
+    target = load_target(device=torch.device(args.device), dtype=torch.float32)
     rows = data.distilled()
     if args.human:
         rows += data.human_text(target, limit=args.human)
@@ -56,7 +56,7 @@ def _setup(args: argparse.Namespace):
     from .heads import draft_vocabulary
 
     torch.manual_seed(args.seed)
-    target = load_target()
+    target = load_target(device=torch.device(args.device), dtype=torch.float32)
     folder = args.work / "features"
     train_feats = features.load(folder, split="train", sources=args.sources)
     try:
@@ -98,19 +98,21 @@ def eagle_main(args: argparse.Namespace) -> int:
     from .heads import eagle_loss, lm_rows, mean_metrics, sequence_batches
 
     target, feats, held, draft_ids, data = _setup(args)
-    head = new_head(target, draft_ids=draft_ids, seed=args.seed).float()
+    device = target.device
+    head = new_head(target, draft_ids=draft_ids, seed=args.seed).float().to(device)
     if args.init_last_layer:
         last = target.model.model.layers[-1]
         head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
         head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
         head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
-    embed, rows = target.model.get_input_embeddings(), lm_rows(target, draft_ids)
-    loss = partial(eagle_loss, head, embed, rows, draft_ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight)
-    held_loss = partial(eagle_loss, head, embed, rows, draft_ids, steps=args.ttt)
-    evaluate = lambda: mean_metrics(held_loss, sequence_batches(held, args.batch_tokens, 0)(0))  # noqa: E731
-    state = train(head, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat),
+    embed, rows, ids = target.model.get_input_embeddings(), lm_rows(target, draft_ids), draft_ids.to(device)
+    loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight)
+    held_loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt)
+    evaluate = lambda: mean_metrics(held_loss, sequence_batches(held, args.batch_tokens, 0, device=device)(0))  # noqa: E731
+    state = train(head, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat,
+                                               device=device),
                   evaluate, _loop_config(args), args.work, "eagle")
-    save_eagle(args.out, head, _card("eagle", target, data, state, args,
+    save_eagle(args.out, head.cpu(), _card("eagle", target, data, state, args,
                                      architecture="EAGLE-2 (EAGLE-1 layer layout) with a reduced draft vocabulary (d2t)"))
     _finish("eagle", state, args.out, args)
     return 0
@@ -121,15 +123,16 @@ def medusa_main(args: argparse.Namespace) -> int:
     from .heads import lm_rows, mean_metrics, medusa_batches, medusa_loss, medusa_rank_accuracy
 
     target, feats, held, draft_ids, data = _setup(args)
-    heads = MedusaHeads(target.model.config.hidden_size, args.heads, args.layers)
+    device = target.device
+    heads = MedusaHeads(target.model.config.hidden_size, args.heads, args.layers).to(device)
     rows = lm_rows(target, draft_ids)
-    loss = partial(medusa_loss, heads, rows, draft_ids)
-    evaluate = lambda: mean_metrics(loss, medusa_batches(held, args.heads, 2048, 0)(0), limit=10)  # noqa: E731
-    state = train(heads, loss, medusa_batches(feats, args.heads, args.batch_tokens, args.seed, args.distill_repeat), evaluate,
-                  _loop_config(args), args.work, "medusa")
+    loss = partial(medusa_loss, heads, rows, draft_ids.to(device))
+    evaluate = lambda: mean_metrics(loss, medusa_batches(held, args.heads, 2048, 0, device=device)(0), limit=10)  # noqa: E731
+    state = train(heads, loss, medusa_batches(feats, args.heads, args.batch_tokens, args.seed, args.distill_repeat,
+                                              device=device), evaluate, _loop_config(args), args.work, "medusa")
     accuracy = medusa_rank_accuracy(heads, target.model.get_output_embeddings().weight.detach(), held)
     print(f"[train] rank accuracy (held-out): {[[round(a, 3) for a in row[:4]] for row in accuracy]}", file=sys.stderr)
-    save_medusa(args.out, heads, _card("medusa", target, data, state, args, rank_accuracy=accuracy,
+    save_medusa(args.out, heads.cpu(), _card("medusa", target, data, state, args, rank_accuracy=accuracy,
                                        architecture=f"Medusa-1, {args.heads} heads x {args.layers} ResBlock, shared LM head"))
     _finish("medusa", state, args.out, args)
     return 0
@@ -143,14 +146,15 @@ def draft_main(args: argparse.Namespace) -> int:
 
     target, feats, held, draft_ids, data = _setup(args)
     layers = [int(i) for i in args.draft_layers.split(",")]
+    device = target.device
     model = build_draft(target, layers, args.shared)
     rows = lm_rows(target, draft_ids)
-    loss = partial(draft_loss, model, rows, draft_ids)
-    evaluate = lambda: mean_metrics(loss, sequence_batches(held, args.batch_tokens, 0)(0))  # noqa: E731
-    state = train(model, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat),
-                  evaluate, _loop_config(args), args.work, "draft")
+    loss = partial(draft_loss, model, rows, draft_ids.to(device))
+    evaluate = lambda: mean_metrics(loss, sequence_batches(held, args.batch_tokens, 0, device=device)(0))  # noqa: E731
+    state = train(model, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat,
+                                                device=device), evaluate, _loop_config(args), args.work, "draft")
     args.out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in trainable_state(model).items()},
+    save_file({k: v.detach().to("cpu", torch.float16).contiguous() for k, v in trainable_state(model).items()},
               str(args.out / "model.safetensors"))
     write_json(args.out / "config.json", model.config.to_dict())
     write_json(args.out / "card.json", _card(
@@ -199,6 +203,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--work", type=Path, default=default_work(), help="feature cache and checkpoints")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 keeps the machine usable)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda: where the target and the trained weights live")
     sub = parser.add_subparsers(dest="command", required=True)
     feat = sub.add_parser("features", help="cache the target's features over the training data")
     feat.add_argument("--human", type=int, default=0, help="also featurise this many human-written answers")

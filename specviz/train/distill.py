@@ -28,8 +28,8 @@ def answer_batch(target, batch: list[dict], max_new_tokens: int) -> list[dict]:
     encoded = [target.encode_prompt(row["prompt"]) for row in batch]
     width = max(len(ids) for ids in encoded)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded])  # (B, width), left-padded
-    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded])
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=target.device)  # left-padded
+    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=target.device)
     with torch.inference_mode():
         out = model.generate(input_ids, attention_mask=attention, do_sample=False, max_new_tokens=max_new_tokens,
                              eos_token_id=sorted(target.eos_ids), pad_token_id=pad)
@@ -56,10 +56,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--max-prompt-tokens", type=int, default=448)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (float32 either way: the greedy answers of the target)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    target = load_target()
+    target = load_target(device=torch.device(args.device), dtype=torch.float32)
     prompts = all_prompts()[: args.limit]
     done = done_ids(args.out)
     todo = [p for p in prompts if p["id"] not in done]

@@ -36,7 +36,7 @@ def build_draft(target, layers: list[int], shared: int = 0):
     model.load_state_dict(state, strict=False, assign=True)
     model.model.embed_tokens.weight = source.embed_tokens.weight  # shared with the target, frozen
     model.tie_weights()
-    model.model.rotary_emb = type(model.model.rotary_emb)(config)
+    model.model.rotary_emb = type(model.model.rotary_emb)(config).to(source.embed_tokens.weight.device)
     config.specviz_shared_target_layers = shared  # load_draft takes these layers from the target
     model.requires_grad_(True)
     model.model.embed_tokens.weight.requires_grad_(False)

@@ -79,14 +79,15 @@ def extract(target, rows: list[dict], folder: Path, layers: tuple[int, ...] = (-
 def _forward(target, batch: list[dict], layers: tuple[int, ...], max_len: int):
     seqs = [r["tokens"][:max_len] for r in batch]
     width = max(len(s) for s in seqs)
-    input_ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])  # (B, W), right-padded
-    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+    device = target.device
+    input_ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)  # (B, W), right-padded
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device)
     with torch.inference_mode():
         out = target.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-    top1 = out.logits.argmax(-1).to(torch.int32)  # (B, W)
+    top1 = out.logits.argmax(-1).to(torch.int32).cpu()  # (B, W)
     for b, (row, seq) in enumerate(zip(batch, seqs)):
         n = len(seq)
-        yield row, top1[b, :n].clone(), {layer: out.hidden_states[layer][b, :n].to(torch.float16) for layer in layers}
+        yield row, top1[b, :n].clone(), {layer: out.hidden_states[layer][b, :n].to(torch.float16).cpu() for layer in layers}
 
 
 def _write(stem: Path, shard, layers, save_file) -> None:

@@ -44,7 +44,12 @@ def weighted_spans(feats: Features, distill_repeat: int = 1) -> list[tuple[int, 
             for _ in range(distill_repeat if seq_id.startswith("distill:") else 1)]
 
 
-def medusa_batches(feats: Features, n_heads: int, batch: int, seed: int, distill_repeat: int = 1):
+def on(batch: dict, device) -> dict:
+    """A batch's tensors on the training device (batches are built on the CPU from the cached features)."""
+    return batch if device is None else {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def medusa_batches(feats: Features, n_heads: int, batch: int, seed: int, distill_repeat: int = 1, device=None):
     """Batches of positions t with the features f_t and f_{t+1+i} (head i's teacher) and their validity."""
     end = torch.empty(feats.n_tokens, dtype=torch.long)
     for a, b, _ in feats.spans:
@@ -59,8 +64,8 @@ def medusa_batches(feats: Features, n_heads: int, batch: int, seed: int, distill
             ahead = t[None] + 1 + torch.arange(n_heads)[:, None]  # (n_heads, N): the position whose prediction head i makes
             valid = ahead < end[t][None]
             ahead = torch.where(valid, ahead, t[None])
-            yield {"f": f[t].float(), "f_ahead": f[ahead].float(), "valid": valid,
-                   "top1_ahead": feats.top1[ahead]}
+            yield on({"f": f[t].float(), "f_ahead": f[ahead].float(), "valid": valid,
+                      "top1_ahead": feats.top1[ahead]}, device)
     return epoch
 
 
@@ -72,7 +77,7 @@ def medusa_loss(heads, rows: torch.Tensor, draft_ids: torch.Tensor, batch: dict,
     ce = soft_ce(logp, teacher)  # (n_heads, N)
     valid = batch["valid"].float()
     per_head = (ce * valid).sum(-1) / valid.sum(-1).clamp(min=1)
-    weights = decay ** torch.arange(len(per_head), dtype=torch.float)
+    weights = decay ** torch.arange(len(per_head), dtype=torch.float, device=per_head.device)
     hits = (draft_ids[logp.argmax(-1)] == batch["top1_ahead"]).float()
     metrics = {f"acc{i}": float((hits[i] * valid[i]).sum() / valid[i].sum().clamp(min=1)) for i in range(len(per_head))}
     return (per_head * weights).sum(), metrics
@@ -82,7 +87,7 @@ def medusa_loss(heads, rows: torch.Tensor, draft_ids: torch.Tensor, batch: dict,
 def medusa_rank_accuracy(heads, lm_weight: torch.Tensor, feats: Features, top_k: int = 8,
                          limit: int = 20000) -> list[list[float]]:
     """[head][rank]: how often head i's rank-r guess over the full vocabulary is the target's token."""
-    batch = next(medusa_batches(feats, len(heads), min(limit, feats.n_tokens - 1), seed=0)(0))
+    batch = next(medusa_batches(feats, len(heads), min(limit, feats.n_tokens - 1), seed=0, device=lm_weight.device)(0))
     logits = heads.hidden(batch["f"].to(lm_weight.dtype)) @ lm_weight.T  # (n_heads, N, V)
     top = logits.topk(top_k, -1).indices  # (n_heads, N, k)
     hits = (top == batch["top1_ahead"][..., None]).float() * batch["valid"][..., None]
@@ -91,7 +96,8 @@ def medusa_rank_accuracy(heads, lm_weight: torch.Tensor, feats: Features, top_k:
 
 # ----- EAGLE: sequences, unrolled for a few draft steps ("training-time test") ----------------------
 
-def sequence_batches(feats: Features, batch_tokens: int, seed: int, layers=(-1,), distill_repeat: int = 1):
+def sequence_batches(feats: Features, batch_tokens: int, seed: int, layers=(-1,), distill_repeat: int = 1,
+                     device=None):
     """Batches of whole sequences of similar length, right-padded; shuffled per epoch (seeded)."""
     spans = sorted(weighted_spans(feats, distill_repeat), key=lambda s: s[1] - s[0])
     groups, current = [], []
@@ -116,7 +122,7 @@ def sequence_batches(feats: Features, batch_tokens: int, seed: int, layers=(-1,)
 
     def epoch(number: int) -> Iterator[dict]:
         for i in torch.randperm(len(groups), generator=torch.Generator().manual_seed(seed + number)).tolist():
-            yield make(groups[i])
+            yield on(make(groups[i]), device)
     epoch.n_batches = len(groups)
     return epoch
 
@@ -143,15 +149,15 @@ def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise:
     target_f = f[:, 1:]
     with torch.no_grad():
         teacher = teacher_logp(target_f, rows)  # (B, n, Vd)
-    positions = torch.arange(n)[None]
+    positions = torch.arange(n, device=x.device)[None]
     keys, values, total, metrics = [], [], 0.0, {}
     for s in range(steps):
         past = (torch.cat(keys, 2), torch.cat(values, 2)) if keys else None
-        out, (k, v) = head.step(emb, feature, positions, past, step_mask(s, n)[None, None])
+        out, (k, v) = head.step(emb, feature, positions, past, step_mask(s, n).to(x.device)[None, None])
         keys.append(k)
         values.append(v)
         logp = torch.log_softmax(out @ rows.T, -1)
-        ok = (valid[:, 1:] & (torch.arange(n) >= s)[None]).float()
+        ok = (valid[:, 1:] & (torch.arange(n, device=x.device) >= s)[None]).float()
         per_pos = F.smooth_l1_loss(out, target_f, reduction="none").mean(-1) + ce_weight * soft_ce(logp, teacher)
         total = total + decay ** s * (per_pos * ok).sum() / ok.sum().clamp(min=1)
         hits = (draft_ids[logp.argmax(-1)] == top1[:, 1:]).float()
