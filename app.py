@@ -802,6 +802,17 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
                 status=status, lossless=lossless, formula=formula)
 
 
+def columns_view(ui: Page, name: str) -> tuple:
+    """What side by side and replay both show: a status line, the legend, one column per run, the
+    summary table and the charts (elem ids NAME-status, NAME-summary)."""
+    status = gr.Markdown(elem_id=f"{name}-status")
+    legend(ui)
+    with gr.Row(equal_height=False):
+        columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
+    summary = dataframe(ui, "headers.summary", label=tr("compare.summary"), elem_id=f"{name}-summary")
+    return status, columns, summary, plots()
+
+
 def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, language: gr.Radio) -> dict:
     names = list(backend.names())
     chosen = ui(gr.CheckboxGroup, names, value=[m for m in ("baseline", "ngram") if m in names],
@@ -809,13 +820,8 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     with gr.Row():
         run = ui(gr.Button, value=tr("compare.run"), variant="primary", elem_id="compare-button", scale=2)
         stop = ui(gr.Button, value=tr("live.stop"), variant="stop", scale=1)
-    status = gr.Markdown(elem_id="compare-status")
-    legend(ui)
-    with gr.Row(equal_height=False):
-        columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
-    summary = dataframe(ui, "headers.summary", label=tr("compare.summary"), elem_id="compare-summary")
-    figures = plots()
-    inputs = [c["prompt"], chosen] + [c[n] for n in ("k", "temperature", "top_p", "max_new_tokens", "seed", "model")]
+    status, columns, summary, figures = columns_view(ui, "compare")
+    inputs = [c["prompt"], chosen] + trace_settings(c)[1:]  # the settings after the prompt
     runs = gr.State({})
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
     event = run.click(functools.partial(run_compare, backend), inputs + [cache, language],
@@ -863,12 +869,7 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
                       elem_id="replay-demo")
             speed = ui(gr.Slider, 0, 10, value=1, step=0.25, label=tr("replay.speed"))
             play = ui(gr.Button, value=tr("replay.play"), variant="primary", elem_id="replay-button")
-    status = gr.Markdown(elem_id="replay-status")
-    legend(ui)
-    with gr.Row(equal_height=False):
-        columns = [gr.HTML(elem_classes=["sv-column"], visible=n < 2) for n in range(MAX_COLUMNS)]
-    summary = dataframe(ui, "headers.summary", label=tr("compare.summary"), elem_id="replay-summary")
-    figures = plots()
+    status, columns, summary, figures = columns_view(ui, "replay")
     runs, replayed = gr.State({}), gr.State(None)  # the replayed trace's rounds, and the trace
     deploy = production_box(ui, "replay.production", "replay-production")
     ui(gr.Markdown, value=tr("replay.step_heading"))
