@@ -127,3 +127,20 @@ def test_draft_is_an_ordinary_causal_lm_on_the_targets_embedding(cached, tmp_pat
     draft = wrap("tiny-draft", model, target.tokenizer)
     _, text = _speculate(target, DraftProposer(target, draft, SamplingConfig()))
     assert text == _speculate(target, Baseline())[1]
+
+
+def test_a_resumed_eagle_keeps_its_checkpoints_draft_vocabulary(cached, tmp_path):
+    """New data picks other draft rows; a resumed head must keep the rows its weights were trained for."""
+    from specviz.train.__main__ import _resumed_vocabulary
+    from specviz.train.loop import _save
+
+    target, folder = cached
+    feats = features.load(folder)
+    old = draft_vocabulary(feats, 64, target.vocab_size)
+    new = torch.sort(torch.cat([old[:-8], torch.arange(target.vocab_size - 8, target.vocab_size)])).values
+    assert not torch.equal(old, new)
+    data = {}
+    assert torch.equal(_resumed_vocabulary(tmp_path / "eagle.ckpt", new, data), new)  # nothing to resume
+    head = new_head(target, draft_ids=old)
+    _save(tmp_path / "eagle.ckpt", head, torch.optim.AdamW(head.parameters()), {"step": 1})
+    assert torch.equal(_resumed_vocabulary(tmp_path / "eagle.ckpt", new, data), old) and data["draft_vocab"] == 64

@@ -73,6 +73,21 @@ def _setup(args: argparse.Namespace):
     return target, train_feats, held, draft_ids, data
 
 
+def _resumed_vocabulary(ckpt: Path, draft_ids: torch.Tensor, data: dict) -> torch.Tensor:
+    """A resumed head keeps the draft vocabulary it was trained with (new data would pick other rows)."""
+    if not ckpt.is_file():
+        return draft_ids
+    d2t = torch.load(ckpt, map_location="cpu", weights_only=True)["model"].get("d2t")
+    if d2t is None:
+        return draft_ids
+    kept = torch.arange(len(d2t)) + d2t
+    if not torch.equal(kept, draft_ids):
+        print(f"[train] resuming: keeping the checkpoint's draft vocabulary ({len(kept)} rows, "
+              f"{len(set(kept.tolist()) - set(draft_ids.tolist()))} differ from this data's choice)", file=sys.stderr)
+    data["draft_vocab"] = len(kept)
+    return kept
+
+
 def _loop_config(args: argparse.Namespace) -> LoopConfig:
     return LoopConfig(steps=args.steps, lr=args.lr, warmup=min(100, args.steps // 10), seed=args.seed,
                       minutes=args.minutes, eval_every=args.eval_every, save_every=args.eval_every)
@@ -98,6 +113,7 @@ def eagle_main(args: argparse.Namespace) -> int:
     from .heads import eagle_loss, lm_rows, mean_metrics, sequence_batches
 
     target, feats, held, draft_ids, data = _setup(args)
+    draft_ids = _resumed_vocabulary(args.work / "eagle.ckpt", draft_ids, data)
     device = target.device
     head = new_head(target, draft_ids=draft_ids, seed=args.seed).float().to(device)
     if args.init_last_layer:
