@@ -21,6 +21,7 @@ import math
 import os
 import tempfile
 import time
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -32,7 +33,7 @@ from specviz import charts, explain, i18n, production, render, trace
 from specviz.config import MAX_K, RunConfig, SamplingConfig
 from specviz.engine import generate
 from specviz.events import Round, summarize
-from specviz.methods import METHODS, available_methods
+from specviz.methods import METHODS, TREE_NODES, available_methods
 from specviz.models import EMBEDDED, ModelLoadError, load_target
 from specviz.presets import PRESETS
 
@@ -80,6 +81,7 @@ class Request:
     model: str
     run: RunConfig
     sampling: SamplingConfig
+    options: dict = dataclasses.field(default_factory=dict)  # the method's own options (tree nodes)
 
     def baseline_key(self) -> str:
         s = self.sampling
@@ -104,7 +106,7 @@ class EngineBackend:
         return list(available_methods(load_model(model)))
 
     def stream(self, req: Request) -> Iterator[Round]:
-        return generate(load_model(req.model), req.method, req.prompt, req.run, req.sampling)
+        return generate(load_model(req.model), req.method, req.prompt, req.run, req.sampling, **req.options)
 
 
 @functools.lru_cache(maxsize=2)
@@ -147,6 +149,11 @@ def error(key: str, lang: str, **values: Any) -> gr.Error:
     return gr.Error(i18n.text(key, lang, **values))
 
 
+TREE_METHODS = tuple(TREE_NODES)  # the methods whose tree size the "tree nodes" control sets
+MAX_NODES = 64  # the largest tree the control offers (verification reads nodes + 1 tokens per round)
+NODES_DEFAULTS = {f"{m}_{'gpu' if d == 'cuda' else d}": n for m, by in TREE_NODES.items() for d, n in by.items()}
+
+
 def _as_int(value: Any, name: str, low: int, high: int, lang: str = "en") -> int:
     bad = error("err.int", lang, name=name, low=low, high=high, value=shown(value))
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -173,7 +180,7 @@ def _as_float(value: Any, name: str, low: float, high: float, low_open: bool = F
 
 
 def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperature: Any, top_p: Any,
-             max_new_tokens: Any, seed: Any, model: Any, lang: str = "en") -> Request:
+             max_new_tokens: Any, seed: Any, model: Any, lang: str = "en", nodes: Any = 0) -> Request:
     """Raw inputs -> a Request, or gr.Error with a message a user can act on (in `lang`).
 
     The model is checked against the offered choices before anything is loaded."""
@@ -192,7 +199,9 @@ def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperatu
     sampling = SamplingConfig(temperature=_as_float(temperature, "temperature", 0.0, MAX_TEMPERATURE, lang=lang),
                               top_p=_as_float(top_p, "top_p", 0.0, 1.0, low_open=True, lang=lang),
                               seed=_as_int(seed, "seed", 0, 2**31 - 1, lang))
-    return Request(prompt, method, model, replace(run, k_max=max(run.k, run.k_max)), sampling)
+    nodes = _as_int(nodes if nodes is not None else 0, "nodes", 0, MAX_NODES, lang)
+    options = {"nodes": nodes} if nodes and method in TREE_METHODS else {}
+    return Request(prompt, method, model, replace(run, k_max=max(run.k, run.k_max)), sampling, options)
 
 
 def check_model(backend: EngineBackend, model: Any, lang: str = "en") -> None:
@@ -351,10 +360,10 @@ def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]
 
 
 def run_single(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
-               with_baseline, cache, language: str = "English") -> Iterator[tuple]:
+               with_baseline, cache, language: str = "English", nodes=0) -> Iterator[tuple]:
     """Stream one method round by round, then (optionally) the baseline for speedup and losslessness."""
     lang = i18n.code(language)
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes)
     tick, rounds, cache = Throttle(), [], dict(cache or {})
     for rounds in growing(backend, req, lang):
         yield single_outputs(req, rounds, None, tick(force=rounds[-1].finished), lang=lang)
@@ -426,14 +435,15 @@ def _column_state(rounds: Optional[list[Round]], lang: str = "en") -> str:
 
 
 def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, max_new_tokens, seed, model,
-                cache, language: str = "English") -> Iterator[tuple]:
+                cache, language: str = "English", nodes=0) -> Iterator[tuple]:
     """Run two to four methods one after another on the same prompt, a fresh baseline first, so
     every speed in the table is measured under the same conditions."""
     lang = i18n.code(language)
     methods = list(methods or [])
     if not 2 <= len(methods) <= MAX_COLUMNS:
         raise error("err.compare_count", lang, most=MAX_COLUMNS, n=len(methods))
-    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang) for m in methods]
+    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes)
+            for m in methods]
     greedy, tick, runs = reqs[0].sampling.greedy, Throttle(), {}
     base: list[Round] = []
     for base in growing(backend, replace(reqs[0], method="baseline"), lang):
@@ -465,10 +475,10 @@ def step_outputs(state: dict, lang: str = "en") -> tuple:
 
 
 def step_prepare(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed,
-                 model, language: str = "English") -> Iterator[tuple]:
+                 model, language: str = "English", nodes=0) -> Iterator[tuple]:
     """Run the whole generation once; the rounds are then revealed one per click from session state."""
     lang = i18n.code(language)
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes)
     skip, tick, rounds = gr.skip(), Throttle(), []
     for rounds in growing(backend, req, lang):
         if tick():
@@ -648,10 +658,10 @@ def source_note(sources: Optional[dict], name: Optional[str], lang: str) -> str:
 # --- API --------------------------------------------------------------------------------------------
 
 def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens: Any, temperature: Any,
-               k: Any, top_p: Any, seed: Any) -> dict:
+               k: Any, top_p: Any, seed: Any, nodes: Any = 0) -> dict:
     """The /speculate endpoint (messages in English)."""
     model = backend.models[0]
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, nodes=nodes)
     rounds = list(rounds_of(backend, req))
     if rounds and rounds[-1].stop_reason == "time_budget":
         raise error("err.api_time_budget", "en", budget=f"{req.run.time_budget_s:g}",
@@ -725,7 +735,10 @@ def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Compon
             c["method"] = ui(gr.Dropdown, names, value="ngram" if "ngram" in names else names[0],
                              label=tr("ctl.method"))
             c["method_info"] = gr.Markdown(explain.method_text(c["method"].value))
-            c["k"] = ui(gr.Slider, 1, MAX_K, value=4, step=1, label=tr("ctl.k"))
+            with gr.Row():
+                c["k"] = ui(gr.Slider, 1, MAX_K, value=4, step=1, label=tr("ctl.k"))
+                c["nodes"] = ui(gr.Slider, 0, MAX_NODES, value=0, step=1, label=tr("ctl.nodes"),
+                                info=tr("ctl.nodes_info", **NODES_DEFAULTS))
             with gr.Row():
                 c["temperature"] = ui(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label=tr("ctl.temperature"))
                 c["top_p"] = ui(gr.Slider, 0.05, 1, value=1, step=0.05, label=tr("ctl.top_p"))
@@ -791,7 +804,7 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
         table = dataframe(ui, "headers.rounds", max_height=400)
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
-    event = run.click(functools.partial(run_single, backend), [c[n] for n in SETTINGS] + [with_baseline, cache, language],
+    event = run.click(functools.partial(run_single, backend), [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"]],
                       outputs, **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
     event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language], [saved, deploy],
@@ -824,7 +837,7 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     inputs = [c["prompt"], chosen] + trace_settings(c)[1:]  # the settings after the prompt
     runs = gr.State({})
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
-    event = run.click(functools.partial(run_compare, backend), inputs + [cache, language],
+    event = run.click(functools.partial(run_compare, backend), inputs + [cache, language, c["nodes"]],
                       [status, *columns, summary, *figures, runs, cache], **MODEL)
     deploy = production_box(ui, "compare.production", "compare-production")
     event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language], [saved, deploy], **UI)
@@ -848,7 +861,8 @@ def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> d
     tree = gr.HTML()
     tokens = dataframe(ui, "headers.tokens")
     outputs = [status, stream, narration, tree, tokens, state]
-    prepare.click(functools.partial(step_prepare, backend), [c[n] for n in SETTINGS] + [language], outputs, **MODEL)
+    prepare.click(functools.partial(step_prepare, backend), [c[n] for n in SETTINGS] + [language, c["nodes"]], outputs,
+                  **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
         button.click(functools.partial(step_move, delta=delta), [state, language], outputs, **UI)
     return dict(state=state, view=outputs[:-1])
@@ -1009,9 +1023,10 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         c["model"].change(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
-                      k: int = 4, top_p: float = 1.0, seed: int = 0) -> dict:
-            """Generate with one method; returns {"text", "rounds", "metrics"}."""
-            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed)
+                      k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0) -> dict:
+            """Generate with one method; returns {"text", "rounds", "metrics"}. nodes: tree size for eagle and
+            medusa (0 = this device's default)."""
+            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)

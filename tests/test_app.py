@@ -166,6 +166,9 @@ def check(backend=None, **overrides):
     (dict(k=0), "k must"),
     (dict(k=MAX_K + 1), "k must"),
     (dict(seed=-1), "seed"),
+    (dict(nodes=-1), "nodes"),
+    (dict(nodes=app.MAX_NODES + 1), "nodes"),
+    (dict(nodes="lots"), "nodes"),
 ])
 def test_validate_rejects_bad_values_with_a_clear_message(overrides, message):
     with pytest.raises(gr.Error, match=message):
@@ -191,6 +194,18 @@ def test_validate_accepts_raw_api_values():
     req.sampling.validate()
     assert check(k=MAX_K).run.k_max == MAX_K  # a large k widens the adaptive bound so the config stays valid
     check(k=MAX_K).run.validate()
+
+
+def test_tree_nodes_reach_the_tree_methods_only(monkeypatch):
+    assert check(method="eagle", nodes=8).options == {"nodes": 8}
+    assert check(method="eagle", nodes="12").options == {"nodes": 12}  # raw API values
+    assert check(method="eagle", nodes=0).options == {} == check(method="eagle", nodes=None).options  # device default
+    assert check(method="ngram", nodes=8).options == {}  # a chain method has no tree to size
+    seen = []
+    monkeypatch.setattr(app, "load_model", lambda name: "target")
+    monkeypatch.setattr(app, "generate", lambda *args, **options: seen.append((args[1], options)) or iter(()))
+    list(app.EngineBackend(("m",)).stream(check(method="eagle", nodes=8)))
+    assert seen == [("eagle", {"nodes": 8})]
 
 
 # --- live run ------------------------------------------------------------------------------------------

@@ -77,3 +77,11 @@ def test_requests_from_several_clients_queue_and_all_finish(client):
     jobs = [client.submit(f"Say the number {n}.", "ngram", 6, 0.0, api_name="/speculate") for n in range(3)]
     results = [job.result(timeout=120) for job in jobs]
     assert all(r["metrics"]["new_tokens"] >= 1 for r in results)
+
+
+def test_tree_nodes_set_the_size_of_eagle_trees(client):
+    small = client.predict(PROMPT, "eagle", 16, 0.0, 4, 1.0, 0, 2, api_name="/speculate")
+    wide = client.predict(PROMPT, "eagle", 16, 0.0, 4, 1.0, 0, 12, api_name="/speculate")
+    sizes = lambda out: {len(r["tokens"]) for r in out["rounds"] if r["mode"] == "speculate"}  # noqa: E731
+    assert max(sizes(small)) <= 2 and max(sizes(wide)) > 2 and max(sizes(wide)) <= 12
+    assert small["text"] == wide["text"]  # greedy: the tree size changes the speed, never the text
