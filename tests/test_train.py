@@ -144,3 +144,22 @@ def test_a_resumed_eagle_keeps_its_checkpoints_draft_vocabulary(cached, tmp_path
     head = new_head(target, draft_ids=old)
     _save(tmp_path / "eagle.ckpt", head, torch.optim.AdamW(head.parameters()), {"step": 1})
     assert torch.equal(_resumed_vocabulary(tmp_path / "eagle.ckpt", new, data), old) and data["draft_vocab"] == 64
+
+
+def test_distill_answers_only_the_chosen_sources_and_resumes(tmp_path, monkeypatch):
+    import json
+
+    from specviz.train import distill
+
+    prompts = [{"id": f"{s}-{i}", "source": s, "prompt": f"say {s} {i}"} for i, s in enumerate(["gsm8k", "code", "t0"] * 3)]
+    monkeypatch.setattr(distill, "all_prompts", lambda: prompts)
+    monkeypatch.setattr("specviz.models.load_target", lambda **kw: tiny_target(0))
+    out = tmp_path / "answers.jsonl"
+    args = ["--out", str(out), "--batch", "2", "--max-new-tokens", "4", "--sources", "gsm8k,t0"]
+    assert distill.main(args) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(p["id"] for p in prompts if p["source"] != "code")
+    assert distill.main(args) == 0  # resumable: nothing left to answer
+    assert len(out.read_text().splitlines()) == len(rows)
+    with pytest.raises(SystemExit):
+        distill.main(["--out", str(out), "--sources", "gsm8k,cooking"])

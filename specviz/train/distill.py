@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -27,7 +28,7 @@ def answer_batch(target, batch: list[dict], max_new_tokens: int) -> list[dict]:
     tok, model = target.tokenizer, target.model
     encoded = [target.encode_prompt(row["prompt"]) for row in batch]
     width = max(len(ids) for ids in encoded)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    pad = getattr(tok, "pad_token_id", None) or 0
     input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in encoded], device=target.device)  # left-padded
     attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in encoded], device=target.device)
     with torch.inference_mode():
@@ -57,6 +58,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-prompt-tokens", type=int, default=448)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (float32 either way: the greedy answers of the target)")
+    parser.add_argument("--sources", default="", help="only prompts of these sources (comma-separated, e.g. gsm8k,t0)")
+    parser.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0 = no limit); resumable")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -64,8 +67,15 @@ def main(argv=None) -> int:
     prompts = all_prompts()[: args.limit]
     done = done_ids(args.out)
     todo = [p for p in prompts if p["id"] not in done]
+    if args.sources:
+        wanted = {s.strip() for s in args.sources.split(",") if s.strip()}
+        unknown = wanted - {p["source"] for p in prompts}
+        if unknown:
+            parser.error(f"unknown sources {sorted(unknown)}; known: {sorted({p['source'] for p in prompts})}")
+        todo = [p for p in todo if p["source"] in wanted]
     todo = [p for p in todo if len(target.encode_prompt(p["prompt"])) <= args.max_prompt_tokens]
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    stop_at = time.monotonic() + 60 * args.minutes if args.minutes else float("inf")
     with open(args.out, "a", encoding="utf-8") as sink, tqdm(total=len(todo), desc="distill", unit="prompt",
                                                              file=sys.stderr) as bar:
         for start in range(0, len(todo), args.batch * 8):
@@ -75,6 +85,9 @@ def main(argv=None) -> int:
                     sink.write(json.dumps(row) + "\n")
                 sink.flush()
                 bar.update(len(chunk[i:i + args.batch]))
+                if time.monotonic() > stop_at:
+                    print(f"stopped after {args.minutes:g} minutes; run again to go on", file=sys.stderr)
+                    return 0
     return 0
 
 
