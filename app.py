@@ -842,7 +842,8 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     deploy = production_box(ui, "compare.production", "compare-production")
     event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language], [saved, deploy], **UI)
     stop.click(stopped, language, status, cancels=[event], queue=False, **UI)
-    return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures)
+    return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures,
+                status=status)
 
 
 def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> dict:
@@ -943,18 +944,20 @@ def calculator_tab(ui: Page, language: gr.Radio) -> dict:
     return dict(sources=sources, source=source, values=values, result=result, plot=plot, note=note)
 
 
-def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, compare_runs, step_state,
-                    replay_runs, replay_state, replayed: Optional[trace.Trace], sources, source,
+def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, compare_runs, compare_chosen,
+                    step_state, replay_runs, replay_state, replayed: Optional[trace.Trace], sources, source,
                     *calc_values) -> tuple:
     """Everything on the page in the chosen language: the registered texts, then the views that hold a
-    run (redrawn from their state), then the calculator. The status lines of live and side-by-side runs,
-    and their production snippets, stay as they were written until the next run."""
+    run (redrawn from their state), then the calculator, then the status lines of the live and side-by-side
+    runs. Side by side redraws the ticked methods that ran. The production snippets of live and side-by-side
+    runs stay as they were written until the next run."""
     lang = i18n.code(choice)
     live_rounds = live_rounds or []
 
-    def runs_view(runs: Optional[dict]) -> tuple:
+    def runs_view(runs: Optional[dict], chosen: Optional[list] = None) -> tuple:
         runs = runs or {}
-        columns = list(runs)[:MAX_COLUMNS] or ["", ""]
+        columns = [m for m in chosen or [] if m in runs] or list(runs)
+        columns = columns[:MAX_COLUMNS] or ["", ""]
         base = runs.get("baseline")
         if not runs:
             return (*[gr.skip()] * MAX_COLUMNS, render.table("headers.summary", [], lang), *charts.all_figures({}, None, lang))
@@ -964,12 +967,14 @@ def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, 
             *charts.all_figures({live_rounds[0].method: live_rounds} if live_rounds else {}, live_base, lang),
             render.table("headers.rounds", render.round_rows(live_rounds, lang), lang),
             *live_checks(live_rounds, live_base, lang))
-    return (*ui.updates(lang), explain.method_text(method, lang), *live, *runs_view(compare_runs),
+    return (*ui.updates(lang), explain.method_text(method, lang), *live, *runs_view(compare_runs, compare_chosen),
             *step_view(step_state, "step.press_prepare", lang), *runs_view(replay_runs),
             *step_view(replay_state, "stream.empty", lang),
             trace_heading(replayed, lang) if replayed else gr.skip(),
             production_markdown(replayed, lang) if replayed else gr.skip(),
-            source_note(sources, source, lang), *calculator(*calc_values, choice))
+            source_note(sources, source, lang), *calculator(*calc_values, choice),
+            live_status(live_rounds, live_base, True, lang) if live_rounds else gr.skip(),
+            i18n.text("compare.done", lang) if compare_runs else gr.skip())
 
 
 # Charts drawn while their tab was hidden (a language switch, a run in another tab) have the wrong width
@@ -1036,12 +1041,12 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
 def wire_language(ui: Page, language: gr.Radio, c: dict, live: dict, side: dict, step: dict, replayed: dict,
                   calc: dict) -> None:
     """The switch: every registered text, and the views redrawn from the states that hold their runs."""
-    states = [c["method"], live["rounds"], live["base"], side["runs"], step["state"], replayed["runs"],
-              replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
+    states = [c["method"], live["rounds"], live["base"], side["runs"], side["chosen"], step["state"],
+              replayed["runs"], replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
     views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
              *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
              replayed["summary"], *replayed["figures"], *replayed["view"], replayed["status"], replayed["deploy"],
-             calc["note"], calc["result"], calc["plot"]]
+             calc["note"], calc["result"], calc["plot"], live["status"], side["status"]]
     language.change(functools.partial(switch_language, ui), [language, *states], ui.components() + views,
                     queue=False, **UI)
 

@@ -17,7 +17,7 @@ from test_app import FakeBackend, canned_run
 ROOT = Path(__file__).resolve().parents[1]
 TERMS = ("推测解码", "草稿模型", "目标模型", "接受率", "加速比", "奖励 token", "验证", "前向计算")
 SAME_IN_BOTH = {"tab.api", "ctl.top_p"}  # the same word in both languages
-N_VIEWS = 42  # outputs of the switch after the registered components: the views redrawn from their state
+N_VIEWS = 44  # outputs of the switch after the registered components: the views redrawn from their state
 
 
 def placeholders(template: str) -> set[str]:
@@ -58,8 +58,8 @@ def test_the_switch_translates_every_registered_component_and_redraws_the_views(
     base = list(canned_run("baseline", 24, 4))
     state = {"rounds": rounds, "pos": 1, "greedy": True, "label": "ngram"}
     for choice in ("中文", "English"):
-        out = fn.fn(choice, "ngram", rounds, base, {"baseline": base, "ngram": rounds}, state, {}, None, None, {},
-                    None, *values)
+        out = fn.fn(choice, "ngram", rounds, base, {"baseline": base, "ngram": rounds}, ["ngram", "eagle"], state,
+                    {}, None, None, {}, None, *values)
         assert len(out) == len(fn.outputs)
         registered = out[: len(out) - N_VIEWS]
         assert len(registered) > 60  # every label, button, tab, accordion, legend and table header
@@ -69,16 +69,20 @@ def test_the_switch_translates_every_registered_component_and_redraws_the_views(
             assert has_chinese == (choice == "中文") or shown in ("top-p", "API"), shown
     replayed = trace.Trace(model="embedded:x", prompt="hi", runs={"baseline": base, "ngram": rounds})
     sources, _ = app.note_runs({}, {"ngram": rounds}, "embedded:x", "live")
-    zh = fn.fn("中文", "eagle", rounds, base, {}, None, {}, None, replayed, sources, "#1 live: ngram", *values)
+    zh = fn.fn("中文", "eagle", rounds, base, {"baseline": base, "ngram": rounds}, ["ngram", "medusa"], None, {},
+               None, replayed, sources, "#1 live: ngram", *values)
     views = zh[len(zh) - N_VIEWS:]
     assert "EAGLE" in views[0] and "单层解码器" in views[0]  # the method's explanation
     assert 'sv-accepted' in views[1] and "第 2 轮" in views[1]  # the live stream's round titles
     assert views[2].layout.title.text == "接受率"  # charts redrawn in Chinese
     assert views[6]["headers"][0] == "轮次" and "与基线完全相同" in views[7] and "预期加速比" in views[8]
+    assert "ngram" in views[9]["value"] and not views[10]["visible"]  # the ticked methods that ran, baseline not ticked
     assert "请点击“准备”" in views[19]  # an empty step view
-    assert views[-5].startswith("**记录**") and "提示词查找" in views[-4]  # the replayed trace's heading, production
-    assert "已根据 **ngram** 的实测记录填入" in views[-3]
-    assert "加速比" in views[-2] and views[-1].layout.xaxis.title.text == "k：每轮猜测数"
+    assert views[-7].startswith("**记录**") and "提示词查找" in views[-6]  # the replayed trace's heading, production
+    assert "已根据 **ngram** 的实测记录填入" in views[-5]
+    assert "加速比" in views[-4] and views[-3].layout.xaxis.title.text == "k：每轮猜测数"
+    assert views[-2] == app.live_status(rounds, base, True, "zh") and "速度是基线的" in views[-2]  # the live status line
+    assert views[-1] == i18n.text("compare.done", "zh")
 
 
 def test_handlers_answer_in_the_chosen_language():
