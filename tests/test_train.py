@@ -163,3 +163,25 @@ def test_distill_answers_only_the_chosen_sources_and_resumes(tmp_path, monkeypat
     assert len(out.read_text().splitlines()) == len(rows)
     with pytest.raises(SystemExit):
         distill.main(["--out", str(out), "--sources", "gsm8k,cooking"])
+
+
+def test_card_records_every_bench_row_of_a_method(tmp_path, monkeypatch):
+    import json
+
+    from specviz.train import __main__ as cli
+
+    monkeypatch.setattr(cli, "ASSETS", tmp_path)
+    (tmp_path / "eagle").mkdir()
+    (tmp_path / "eagle" / "card.json").write_text(json.dumps({"method": "eagle", "bench_note": "old"}))
+    row = lambda tau, speedup: {"mean_accepted_tokens": tau, "identical_to_baseline": True, "speedup": speedup,  # noqa: E731
+                                "by_category": {"math": {"mean_accepted_tokens": tau + 0.5}}}
+    report = {"prompts": "demos/bench_prompts.jsonl", "max_new_tokens": 100, "temperature": 0.0, "k": 4,
+              "device": "cpu", "methods": {"baseline": row(1.0, 1.0), "eagle": row(1.41, 1.02),
+                                           "eagle:nodes=48": row(1.85, 0.54)}}
+    (tmp_path / "bench.json").write_text(json.dumps(report))
+    assert cli.main(["card", str(tmp_path / "bench.json")]) == 0
+    card = json.loads((tmp_path / "eagle" / "card.json").read_text())
+    assert [(r["method"], r["tau"], r["tau_by_category"]["math"]) for r in card["bench"]["runs"]] == [
+        ("eagle", 1.41, 1.91), ("eagle:nodes=48", 1.85, 2.35)]
+    assert "bench_note" not in card and card["bench"]["max_new_tokens"] == 100
+    assert not (tmp_path / "baseline").exists()

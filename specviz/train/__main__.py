@@ -197,20 +197,26 @@ def export_main(args: argparse.Namespace) -> int:
 
 
 def card_main(args: argparse.Namespace) -> int:
-    """Copy each method's tau (overall and per category) from a bench JSON into its shipped card."""
+    """Copy each method's tau (overall and per category) from a bench JSON into its shipped card: one entry per
+    bench row of that method ("eagle", "eagle:nodes=48", ...), replacing what an earlier bench wrote."""
     report = json.loads(args.results.read_text())
-    for method, row in report["methods"].items():
+    rows: dict[str, list] = {}
+    for spec, row in report["methods"].items():
+        rows.setdefault(spec.split(":")[0], []).append(
+            {"method": spec, "tau": round(row["mean_accepted_tokens"], 3),
+             "identical_to_baseline": row["identical_to_baseline"], "speedup": round(row["speedup"], 3),
+             "tau_by_category": {c: round(v["mean_accepted_tokens"], 3) for c, v in row["by_category"].items()}})
+    for method, runs in rows.items():
         card = read_card(ASSETS / method)
         if card is None:
             continue
+        card.pop("bench_note", None)
         card["bench"] = {"prompts": Path(report["prompts"]).name, "max_new_tokens": report["max_new_tokens"],
-                         "temperature": report["temperature"], "k": report["k"],
-                         "tau": round(row["mean_accepted_tokens"], 3),
-                         "identical_to_baseline": row["identical_to_baseline"],
-                         "speedup_cpu": round(row["speedup"], 3),
-                         "tau_by_category": {c: round(v["mean_accepted_tokens"], 3) for c, v in row["by_category"].items()}}
+                         "temperature": report["temperature"], "k": report["k"], "device": report.get("device"),
+                         "made": time.strftime("%Y-%m-%d"), "runs": runs}
         write_json(ASSETS / method / "card.json", card)
-        print(f"[train] {method}: tau {card['bench']['tau']}", file=sys.stderr)
+        taus = ", ".join(f"{r['method']} {r['tau']}" for r in runs)
+        print(f"[train] {method}: tau {taus}", file=sys.stderr)
     return 0
 
 
