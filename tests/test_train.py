@@ -26,10 +26,8 @@ from specviz.train.loop import LoopConfig, plot, train
 PROMPTS = [[1] + [3 + (7 * i + 5 * j) % 90 for j in range(6)] for i in range(24)]
 
 
-@pytest.fixture(scope="module")
-def cached(tmp_path_factory):
-    """The tiny target's own greedy continuations, featurised once."""
-    target = tiny_target(0)
+def greedy_rows(target) -> list[dict]:
+    """The tiny target's own greedy continuations of PROMPTS, as training sequences."""
     rows = []
     with torch.inference_mode():
         for i, prompt in enumerate(PROMPTS):
@@ -37,6 +35,14 @@ def cached(tmp_path_factory):
             out = target.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=40,
                                         pad_token_id=0, eos_token_id=None)
             rows.append({"id": f"distill:{i}", "source": "tiny", "tokens": out[0].tolist(), "answer_start": len(prompt)})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory):
+    """The tiny target's own greedy continuations, featurised once."""
+    target = tiny_target(0)
+    rows = greedy_rows(target)
     folder = tmp_path_factory.mktemp("features")
     assert features.extract(target, rows, folder, batch_tokens=200, shard_tokens=300) == sum(len(r["tokens"]) for r in rows)
     assert features.extract(target, rows, folder) == 0  # resumable: nothing new to do
@@ -185,3 +191,27 @@ def test_card_records_every_bench_row_of_a_method(tmp_path, monkeypatch):
         ("eagle", 1.41, 1.91), ("eagle:nodes=48", 1.85, 2.35)]
     assert "bench_note" not in card and card["bench"]["max_new_tokens"] == 100
     assert not (tmp_path / "baseline").exists()
+
+
+def test_an_eagle3_head_trains_on_fused_features_and_drafts_losslessly(tmp_path):
+    """EAGLE-3: fused low/middle/high features in, the last layer only as the teacher; own norm and LM head."""
+    from specviz.methods.eagle import feature_layers
+
+    target = tiny_target(0, layers=4)
+    layers = feature_layers(4, True) + (-1,)
+    features.extract(target, greedy_rows(target), tmp_path / "f3", layers=layers, batch_tokens=400)
+    feats = features.load(tmp_path / "f3", layers)
+    draft_ids = draft_vocabulary(feats, 64, target.vocab_size)
+    head = new_head(target, eagle3=True, draft_ids=draft_ids)
+    assert torch.equal(head.lm_head.weight, target.model.lm_head.weight[draft_ids])  # starts as the target's rows
+    loss = partial(eagle_loss, head, target.model.get_input_embeddings(), lm_rows(target, draft_ids).double(),
+                   draft_ids, steps=2)
+    batches = sequence_batches(feats, 256, seed=0, layers=layers)
+    assert next(batches(0))["f"].shape[-1] == 4 * target.model.config.hidden_size
+    before = float(loss(next(batches(0)))[0].detach())
+    train(head, loss, batches, lambda: {}, LoopConfig(steps=40, lr=3e-3, warmup=4), tmp_path, "eagle3")
+    assert float(loss(next(batches(0)))[0].detach()) < before
+    trained, text = _speculate(target, EagleProposer(bind(head, target)))
+    untrained, same = _speculate(target, EagleProposer(bind(new_head(target, eagle3=True, draft_ids=draft_ids), target)))
+    baseline = _speculate(target, Baseline())[1]
+    assert text == same == baseline and trained > untrained

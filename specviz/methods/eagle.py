@@ -152,13 +152,18 @@ class TreeOptions:
     lookup: int = 0  # > 0: also graft the prompt-lookup guess (n-grams up to this size) onto the tree
 
 
+def feature_layers(n_layers: int, eagle3: bool) -> tuple[int, ...]:
+    """The HF hidden_states a head reads: the last one (after the final norm) for EAGLE-1/2; those entering
+    layers 2, L//2 and L-3 (low, middle, high) for EAGLE-3."""
+    return (2, n_layers // 2, n_layers - 3) if eagle3 else (-1,)
+
+
 def bind(head: EagleHead, target, card: Optional[dict] = None) -> EagleWeights:
     """Attach a head to the target it drafts for: embedding, LM rows, feature layers."""
     head = head.to(target.device, target.dtype).eval().requires_grad_(False)
     ids = head.draft_ids()
     lm = target.model.get_output_embeddings().weight.detach()  # (V, H)
-    n_layers = target.model.config.num_hidden_layers
-    layers = (2, n_layers // 2, n_layers - 3) if head.eagle3 else (-1,)
+    layers = feature_layers(target.model.config.num_hidden_layers, head.eagle3)
     return EagleWeights(head, target.model.get_input_embeddings(), lm if ids is None else lm[ids], ids, layers, card)
 
 
@@ -325,6 +330,13 @@ def new_head(target, eagle3: bool = False, draft_ids: Optional[torch.Tensor] = N
         head.d2t.copy_(draft_ids - torch.arange(vd))
         if eagle3:
             head.t2d[draft_ids] = True
+    if eagle3:  # start the own output layer as the target's: its final norm and LM-head rows
+        with torch.no_grad():
+            lm = target.model.get_output_embeddings().weight.detach()
+            head.lm_head.weight.copy_(lm if draft_ids is None else lm[draft_ids.to(lm.device)])
+            norm = getattr(getattr(target.model, "model", None), "norm", None)
+            if norm is not None:
+                head.norm.weight.copy_(norm.weight.detach())
     return head.to(target.dtype)
 
 

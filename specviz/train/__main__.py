@@ -45,9 +45,20 @@ def features_main(args: argparse.Namespace) -> int:
     rows = data.distilled()
     if args.human:
         rows += data.human_text(target, limit=args.human)
-    added = features.extract(target, rows, args.work / "features", batch_tokens=args.batch_tokens)
-    print(f"added {added} tokens of features in {args.work / 'features'}", file=sys.stderr)
+    folder, layers = feature_cache(args, target)
+    added = features.extract(target, rows, folder, layers=layers, batch_tokens=args.batch_tokens)
+    print(f"added {added} tokens of features in {folder}", file=sys.stderr)
     return 0
+
+
+def feature_cache(args: argparse.Namespace, target) -> tuple[Path, tuple[int, ...]]:
+    """Where the features live and which hidden states they keep: the last one (EAGLE-1/2, Medusa, draft), or
+    with --eagle3 the low, middle and high ones that an EAGLE-3 head reads, then the last one (its teacher)."""
+    from ..methods.eagle import feature_layers
+
+    if not getattr(args, "eagle3", False):
+        return args.work / "features", (-1,)
+    return args.work / "features-eagle3", feature_layers(target.model.config.num_hidden_layers, True) + (-1,)
 
 
 def _setup(args: argparse.Namespace):
@@ -57,12 +68,12 @@ def _setup(args: argparse.Namespace):
 
     torch.manual_seed(args.seed)
     target = load_target(device=torch.device(args.device), dtype=torch.float32)
-    folder = args.work / "features"
-    train_feats = features.load(folder, split="train", sources=args.sources)
+    folder, layers = feature_cache(args, target)
+    train_feats = features.load(folder, layers, split="train", sources=args.sources)
     try:
-        held = features.load(folder, split="heldout", sources="distill")  # measured on the target's own answers
+        held = features.load(folder, layers, split="heldout", sources="distill")  # the target's own answers
     except ValueError:
-        held = features.load(folder, split="heldout")  # none distilled cached yet: any held-out text
+        held = features.load(folder, layers, split="heldout")  # none distilled cached yet: any held-out text
     draft_ids = draft_vocabulary(train_feats, args.vocab, target.vocab_size)
     data = {"sequences": len(train_feats.spans), "tokens": train_feats.n_tokens,
             "distilled_sequences": sum(i.startswith("distill:") for i in train_feats.ids),
@@ -113,10 +124,14 @@ def eagle_main(args: argparse.Namespace) -> int:
     from .heads import eagle_loss, lm_rows, mean_metrics, sequence_batches
 
     target, feats, held, draft_ids, data = _setup(args)
-    draft_ids = _resumed_vocabulary(args.work / "eagle.ckpt", draft_ids, data)
+    name = "eagle3" if args.eagle3 else "eagle"
+    draft_ids = _resumed_vocabulary(args.work / f"{name}.ckpt", draft_ids, data)
     device = target.device
-    head = new_head(target, draft_ids=draft_ids, seed=args.seed).float().to(device)
+    layers = feature_cache(args, target)[1]
+    head = new_head(target, eagle3=args.eagle3, draft_ids=draft_ids, seed=args.seed).float().to(device)
     if args.init_last_layer:
+        if args.eagle3:
+            raise SystemExit("--init-last-layer is for EAGLE-1/2 heads: an EAGLE-3 layer attends over 2H inputs")
         last = target.model.model.layers[-1]
         head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
         head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
@@ -124,13 +139,17 @@ def eagle_main(args: argparse.Namespace) -> int:
     embed, rows, ids = target.model.get_input_embeddings(), lm_rows(target, draft_ids), draft_ids.to(device)
     loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight)
     held_loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt)
-    evaluate = lambda: mean_metrics(held_loss, sequence_batches(held, args.batch_tokens, 0, device=device)(0))  # noqa: E731
-    state = train(head, loss, sequence_batches(feats, args.batch_tokens, args.seed, distill_repeat=args.distill_repeat,
-                                               device=device),
-                  evaluate, _loop_config(args), args.work, "eagle")
-    save_eagle(args.out, head.cpu(), _card("eagle", target, data, state, args,
-                                     architecture="EAGLE-2 (EAGLE-1 layer layout) with a reduced draft vocabulary (d2t)"))
-    _finish("eagle", state, args.out, args)
+    evaluate = lambda: mean_metrics(held_loss, sequence_batches(held, args.batch_tokens, 0, layers,  # noqa: E731
+                                                                device=device)(0))
+    state = train(head, loss, sequence_batches(feats, args.batch_tokens, args.seed, layers,
+                                               distill_repeat=args.distill_repeat, device=device),
+                  evaluate, _loop_config(args), args.work, name)
+    architecture = ("EAGLE-2 drafting with an EAGLE-3 head (fused low/middle/high features, own norm and LM head over "
+                    "a reduced draft vocabulary, d2t/t2d)" if args.eagle3 else
+                    "EAGLE-2 (EAGLE-1 layer layout) with a reduced draft vocabulary (d2t)")
+    save_eagle(args.out, head.cpu(), _card("eagle", target, data, state, args, architecture=architecture,
+                                           feature_layers=list(layers)))
+    _finish(name, state, args.out, args)
     return 0
 
 
@@ -230,6 +249,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     feat = sub.add_parser("features", help="cache the target's features over the training data")
     feat.add_argument("--human", type=int, default=0, help="also featurise this many human-written answers")
     feat.add_argument("--batch-tokens", type=int, default=2048)
+    feat.add_argument("--eagle3", action="store_true", help="keep the hidden states an EAGLE-3 head reads (own folder)")
     for name, steps, lr, batch in (("eagle", 3000, 1e-3, 4096), ("medusa", 1500, 1e-3, 2048), ("draft", 1500, 5e-4, 4096)):
         p = sub.add_parser(name, help=f"train the {name} weights")
         p.add_argument("--out", type=Path, default=ASSETS / name, help="where the weights and card go")
@@ -245,6 +265,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     sub.choices["eagle"].add_argument("--ttt", type=int, default=3, help="draft steps unrolled in training")
     sub.choices["eagle"].add_argument("--noise", type=float, default=0.05, help="relative uniform feature noise")
     sub.choices["eagle"].add_argument("--ce-weight", type=float, default=0.5)
+    sub.choices["eagle"].add_argument("--eagle3", action="store_true",
+                                      help="an EAGLE-3 head on fused low/middle/high features (features --eagle3 first)")
     sub.choices["eagle"].add_argument("--init-last-layer", action="store_true",
                                       help="start the head's layer as a copy of the target's last layer")
     sub.choices["medusa"].add_argument("--heads", type=int, default=4)

@@ -111,6 +111,7 @@ def load(folder: Path, layers: tuple[int, ...] = (-1,), split: str = "train", so
     from safetensors.torch import load_file
 
     tokens, top1, spans, ids = [], [], [], []
+    layers = tuple(dict.fromkeys(layers))  # a layer named twice (a shallow target's EAGLE-3 set) is kept once
     feats: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
     total = 0
     for meta_path in sorted(folder.glob("shard-*.json")):

@@ -139,11 +139,14 @@ def step_mask(steps_before: int, n: int) -> torch.Tensor:
 def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise: float = 0.0,
                ce_weight: float = 0.5, decay: float = 0.8):
     """Step 0 reads (emb(x_{t+1}), f_t); step s reads the output of step s-1 at t-1, like tree depth s+1.
-    Each output regresses f_{t+1} (smooth L1) and matches the target's distribution there (soft CE)."""
+    EAGLE-1/2: each output regresses f_{t+1} (smooth L1) and matches the target's distribution there (soft CE).
+    EAGLE-3: f_t is the fused low/middle/high features (batch "f" holds them, then the last layer, which
+    only teaches); the loss is the soft CE alone, through the head's own norm and LM head."""
     x, f, valid, top1 = batch["tokens"], batch["f"].to(rows.dtype), batch["valid"], batch["top1"]
     n = x.shape[1] - 1
     emb = embed(x[:, 1:]).to(rows.dtype)  # (B, n, H): x_{t+1}
-    feature = f[:, :-1]
+    inputs, f = (f[..., :-rows.shape[1]], f[..., -rows.shape[1]:]) if head.eagle3 else (f, f)
+    feature = inputs[:, :-1]
     if noise:
         feature = feature + noise * (torch.rand_like(feature) * 2 - 1) * feature.pow(2).mean(-1, keepdim=True).sqrt()
     target_f = f[:, 1:]
@@ -156,9 +159,12 @@ def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise:
         out, (k, v) = head.step(emb, feature, positions, past, step_mask(s, n).to(x.device)[None, None])
         keys.append(k)
         values.append(v)
-        logp = torch.log_softmax(out @ rows.T, -1)
+        logp = torch.log_softmax(head.logits(out, rows), -1)
         ok = (valid[:, 1:] & (torch.arange(n, device=x.device) >= s)[None]).float()
-        per_pos = F.smooth_l1_loss(out, target_f, reduction="none").mean(-1) + ce_weight * soft_ce(logp, teacher)
+        if head.eagle3:
+            per_pos = soft_ce(logp, teacher)
+        else:
+            per_pos = F.smooth_l1_loss(out, target_f, reduction="none").mean(-1) + ce_weight * soft_ce(logp, teacher)
         total = total + decay ** s * (per_pos * ok).sum() / ok.sum().clamp(min=1)
         hits = (draft_ids[logp.argmax(-1)] == top1[:, 1:]).float()
         metrics[f"acc{s}"] = float((hits * ok).sum() / ok.sum().clamp(min=1))
