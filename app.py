@@ -735,10 +735,9 @@ def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Compon
             c["method"] = ui(gr.Dropdown, names, value="ngram" if "ngram" in names else names[0],
                              label=tr("ctl.method"))
             c["method_info"] = gr.Markdown(explain.method_text(c["method"].value))
-            with gr.Row():
-                c["k"] = ui(gr.Slider, 1, MAX_K, value=4, step=1, label=tr("ctl.k"))
-                c["nodes"] = ui(gr.Slider, 0, MAX_NODES, value=0, step=1, label=tr("ctl.nodes"),
-                                info=tr("ctl.nodes_info", **NODES_DEFAULTS))
+            c["k"] = ui(gr.Slider, 1, MAX_K, value=4, step=1, label=tr("ctl.k"))
+            c["nodes"] = ui(gr.Slider, 0, MAX_NODES, value=0, step=1, label=tr("ctl.nodes"),
+                            info=tr("ctl.nodes_info", **NODES_DEFAULTS))
             with gr.Row():
                 c["temperature"] = ui(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label=tr("ctl.temperature"))
                 c["top_p"] = ui(gr.Slider, 0.05, 1, value=1, step=0.05, label=tr("ctl.top_p"))
