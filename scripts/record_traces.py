@@ -33,12 +33,19 @@ TRACES = {  # file name -> (prompt category, methods after the baseline, samplin
     "eagle": ("math", ("eagle", "medusa", "draft"), GREEDY, 60),
     "chat_sampling_t0.8": ("chat", ("ngram",), SAMPLED, 48),
 }
+TREES = {"eagle": {"nodes": 48}, "medusa": {"nodes": 40}}  # the GPU-sized trees: a CPU's 2-node default shows little
+
+
+def options(method: str) -> dict:
+    from specviz.methods import TREE_NODES
+
+    return TREES.get(method, {}) if method in TREE_NODES else {}
 
 
 def record(target, methods: list[str], prompt: str, run: RunConfig, sampling: SamplingConfig) -> trace.Trace:
     runs = {}
     for method in methods:
-        runs[method] = list(generate(target, method, prompt, run, sampling))
+        runs[method] = list(generate(target, method, prompt, run, sampling, **options(method)))
         print(f"  {method}: {runs[method][-1].tokens_so_far} tokens in {len(runs[method])} rounds", flush=True)
     return trace.Trace(model=target.name, prompt=prompt, runs=runs, run=run, sampling=sampling)
 
