@@ -21,8 +21,7 @@ import math
 import os
 import tempfile
 import time
-import dataclasses
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -81,7 +80,7 @@ class Request:
     model: str
     run: RunConfig
     sampling: SamplingConfig
-    options: dict = dataclasses.field(default_factory=dict)  # the method's own options (tree nodes)
+    options: dict = field(default_factory=dict)  # the method's own options (tree nodes)
 
     def baseline_key(self) -> str:
         s = self.sampling
@@ -803,8 +802,8 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
         table = dataframe(ui, "headers.rounds", max_height=400)
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
-    event = run.click(functools.partial(run_single, backend), [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"]],
-                      outputs, **MODEL)
+    event = run.click(functools.partial(run_single, backend),
+                      [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"]], outputs, **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
     event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language], [saved, deploy],
                **UI)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from specviz import trace  # noqa: E402
 from specviz.config import RunConfig, SamplingConfig  # noqa: E402
 from specviz.engine import generate  # noqa: E402
-from specviz.methods import available_methods  # noqa: E402
+from specviz.methods import TREE_NODES, available_methods  # noqa: E402
 from specviz.models import load_target  # noqa: E402
 
 GREEDY, SAMPLED = SamplingConfig(), SamplingConfig(temperature=0.8, seed=1)
@@ -33,13 +33,11 @@ TRACES = {  # file name -> (prompt category, methods after the baseline, samplin
     "eagle": ("math", ("eagle", "medusa", "draft"), GREEDY, 60),
     "chat_sampling_t0.8": ("chat", ("ngram",), SAMPLED, 48),
 }
-TREES = {"eagle": {"nodes": 48}, "medusa": {"nodes": 40}}  # the GPU-sized trees: a CPU's 2-node default shows little
 
 
 def options(method: str) -> dict:
-    from specviz.methods import TREE_NODES
-
-    return TREES.get(method, {}) if method in TREE_NODES else {}
+    """Tree methods record the GPU-sized trees: a CPU's 2-node default shows little."""
+    return {"nodes": TREE_NODES[method]["cuda"]} if method in TREE_NODES else {}
 
 
 def record(target, methods: list[str], prompt: str, run: RunConfig, sampling: SamplingConfig) -> trace.Trace:
