@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -76,3 +76,49 @@ class Tree:
         mask = torch.zeros(visible.shape, dtype=dtype)
         mask.masked_fill_(~visible, torch.finfo(dtype).min)
         return mask[None, None].to(device)
+
+
+# A candidate while a tree grows: (cumulative log-prob, token, parent candidate or ROOT, own prob).
+Candidate = tuple[float, int, int, float]
+# step(tokens, rows, ancestors, level) -> (log-probs, token ids), each (n, top_k): the drafter's best children of
+# each of n frontier nodes. rows[i]: the frontier node's parent's row in the previous step's output (ROOT at
+# level 1); ancestors[i]: the feeding order (0, 1, ...) of its fed ancestors, whose keys the node attends to.
+Step = Callable[[list[int], list[int], list[list[int]], int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def grow(first_logp: torch.Tensor, first_tokens: torch.Tensor, step: Step, depth: int, top_k: int) -> list[Candidate]:
+    """EAGLE-2's dynamic tree, for any drafter: start from the root's top_k children; at each level feed the
+    top_k candidates by cumulative log-prob (one drafter call) and record top_k children of each. Returns every
+    candidate; best(candidates, n) keeps the tree."""
+    nodes: list[Candidate] = [(float(lp), int(t), ROOT, float(lp.exp())) for lp, t in zip(first_logp, first_tokens)]
+    frontier = list(range(len(nodes)))
+    rows = [ROOT] * len(frontier)
+    fed: dict[int, int] = {}  # candidate -> its place in the feeding order
+    for level in range(1, depth):
+        ancestors = []
+        for node in frontier:
+            slots, parent = [], nodes[node][2]
+            while parent != ROOT:
+                slots.append(fed[parent])
+                parent = nodes[parent][2]
+            ancestors.append(slots)
+        logp, tokens = step([nodes[i][1] for i in frontier], rows, ancestors, level)  # (n, top_k) each
+        for node in frontier:
+            fed[node] = len(fed)
+        scores = logp + torch.tensor([nodes[i][0] for i in frontier], device=logp.device, dtype=logp.dtype)[:, None]
+        first, width = len(nodes), logp.shape[1]
+        for row, node in enumerate(frontier):
+            for j in range(width):
+                nodes.append((float(scores[row, j]), int(tokens[row, j]), node, float(logp[row, j].exp())))
+        chosen = scores.flatten().topk(min(top_k, scores.numel())).indices
+        frontier = [first + int(i) for i in chosen]
+        rows = (chosen // width).tolist()
+    return nodes
+
+
+def best(nodes: list[Candidate], n: int) -> Tree:
+    """The n best candidates by cumulative log-prob (a parent scores at least as high as its child and comes
+    first on ties, so the kept set is a tree)."""
+    keep = sorted(sorted(range(len(nodes)), key=lambda i: (-nodes[i][0], i))[:n])
+    where = {ROOT: ROOT, **{node: index for index, node in enumerate(keep)}}
+    return Tree([nodes[i][1] for i in keep], [where[nodes[i][2]] for i in keep], [nodes[i][3] for i in keep])

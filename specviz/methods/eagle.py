@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..assets import check_target, first_file, read_card, read_tensors, resolve
-from ..tree import ROOT, Tree
+from ..tree import Candidate, Tree, best, grow
 from .base import Proposer
 from .ngram import graft, lookup
 
@@ -193,7 +193,7 @@ class EagleProposer(Proposer):
         out = self._extend(ids)  # (H,)
         # Step 2: expand the tree level by level (EAGLE-2), then keep the best nodes overall.
         nodes = self._expand(out, len(ids) - 1, min(k, self.options.nodes))  # deeper than `nodes` is never kept
-        tree = self._rerank(nodes)
+        tree = best(nodes, self.options.nodes)
         if self.options.lookup:  # Step 3 (optional, not in EAGLE): what followed the last n-gram before
             tree = graft(tree, lookup(np.asarray(ids), k, self.options.lookup, 1))
         return tree
@@ -218,55 +218,37 @@ class EagleProposer(Proposer):
         top_logp, top = logp.topk(min(top_k, logp.shape[-1]), -1)
         return top_logp, (top if self.w.draft_ids is None else self.w.draft_ids[top])
 
-    def _expand(self, out: torch.Tensor, root_pos: int, depth: int) -> list[tuple[float, int, int, float]]:
-        """Recorded candidates as (cumulative log-prob, token, parent node or ROOT, own prob)."""
-        w, top_k, device = self.w, self.options.top_k, out.device
-        logp, tokens = self._candidates(out[None], top_k)
-        nodes = [(float(lp), int(t), ROOT, float(lp.exp())) for lp, t in zip(logp[0], tokens[0])]
-        frontier = list(range(len(nodes)))  # node ids to feed next, with their parent's output as input
-        inputs = out[None].expand(len(frontier), -1)  # (n, H)
-        fed_keys: list[torch.Tensor] = []  # per fed tree node: (nkv, d) key and value
+    def _expand(self, out: torch.Tensor, root_pos: int, depth: int) -> list[Candidate]:
+        """Every candidate of the dynamic tree; each level feeds the chosen nodes with their parent's output."""
+        w, device = self.w, out.device
+        outputs = out[None]  # (n, H): the last level's draft outputs (the root's at first)
+        fed_keys: list[torch.Tensor] = []  # per fed tree node, in feeding order: (nkv, d) key and value
         fed_values: list[torch.Tensor] = []
-        fed_slot: dict[int, int] = {}  # node id -> index into fed_keys
-        for level in range(1, depth):
-            n = len(frontier)
-            # Each frontier node sees the committed context, its fed ancestors and itself.
+
+        def step(tokens: list[int], rows: list[int], ancestors: list[list[int]], level: int):
+            nonlocal outputs
+            n = len(tokens)
+            # Each node sees the committed context, its fed ancestors and itself.
             visible = torch.zeros(n, self.n_cached + len(fed_keys) + n, dtype=torch.bool, device=device)
             visible[:, : self.n_cached] = True
-            for row, node in enumerate(frontier):
-                parent = nodes[node][2]
-                while parent != ROOT:
-                    visible[row, self.n_cached + fed_slot[parent]] = True
-                    parent = nodes[parent][2]
+            for row, slots in enumerate(ancestors):
+                visible[row, [self.n_cached + s for s in slots]] = True
                 visible[row, self.n_cached + len(fed_keys) + row] = True
             past = self.cache
             if fed_keys:
                 past = (torch.cat([self.cache[0], torch.stack(fed_keys, 1)[None]], 2),
                         torch.cat([self.cache[1], torch.stack(fed_values, 1)[None]], 2))
-            emb = w.embed(torch.tensor([nodes[i][1] for i in frontier], device=device))  # (n, H)
+            inputs = outputs[[max(r, 0) for r in rows]]  # each node reads its parent's output (n, H)
             positions = torch.full((1, n), root_pos + level - 1, device=device)  # all at the same depth
-            out, (k, v) = w.head.step(emb[None], inputs[None], positions, past, visible[None, None])
-            for row, node in enumerate(frontier):
-                fed_slot[node] = len(fed_keys)
-                fed_keys.append(k[0, :, row])
-                fed_values.append(v[0, :, row])
-            # Each fed node proposes top_k children; the next frontier is the top_k by cumulative score.
-            logp, tokens = self._candidates(out[0], top_k)  # (n, top_k)
-            scores = logp + torch.tensor([nodes[i][0] for i in frontier], device=device)[:, None]
-            first = len(nodes)
-            for row, node in enumerate(frontier):
-                for j in range(logp.shape[1]):
-                    nodes.append((float(scores[row, j]), int(tokens[row, j]), node, float(logp[row, j].exp())))
-            best = scores.flatten().topk(min(top_k, scores.numel())).indices
-            frontier = [first + int(i) for i in best]
-            inputs = out[0][best // logp.shape[1]]  # each new frontier node reads its parent's output
-        return nodes
+            new, (k, v) = w.head.step(w.embed(torch.tensor(tokens, device=device))[None], inputs[None], positions,
+                                      past, visible[None, None])
+            fed_keys.extend(k[0, :, row] for row in range(n))
+            fed_values.extend(v[0, :, row] for row in range(n))
+            outputs = new[0]
+            return self._candidates(outputs, self.options.top_k)
 
-    def _rerank(self, nodes: list[tuple[float, int, int, float]]) -> Tree:
-        """Keep the best nodes by cumulative score (parents score at least as high, and come first on ties)."""
-        keep = sorted(sorted(range(len(nodes)), key=lambda i: (-nodes[i][0], i))[: self.options.nodes])
-        where = {ROOT: ROOT, **{node: index for index, node in enumerate(keep)}}
-        return Tree([nodes[i][1] for i in keep], [where[nodes[i][2]] for i in keep], [nodes[i][3] for i in keep])
+        logp, tokens = self._candidates(out[None], self.options.top_k)
+        return grow(logp[0], tokens[0], step, depth, self.options.top_k)
 
 
 def load_eagle(source: str | Path, target) -> EagleWeights:
