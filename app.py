@@ -1027,8 +1027,8 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
                       k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0) -> dict:
-            """Generate with one method; returns {"text", "rounds", "metrics"}. nodes: tree size for eagle and
-            medusa (0 = this device's default)."""
+            """Generate with one method; returns {"text", "rounds", "metrics"}. nodes: tree size for eagle,
+            medusa and draft (0 = this device's default; 1 = the draft's chain)."""
             return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)

@@ -339,6 +339,8 @@ def test_tree_sizes_default_by_device(target):
     medusa = make_proposer("medusa", target, GREEDY, heads=tiny_medusa(0))
     device = target.device.type
     assert eagle.options.nodes == TREE_NODES["eagle"][device] and len(medusa.choices) == TREE_NODES["medusa"][device]
+    draft = make_proposer("draft", target, GREEDY, draft=target)
+    assert draft.nodes == TREE_NODES["draft"][device] and TREE_NODES["draft"]["cpu"] == 1  # a chain on a CPU
     assert TREE_NODES["eagle"]["cpu"] < TREE_NODES["eagle"]["cuda"]  # a CPU pays for every verified token
     rounds = run(target, "eagle", PROMPTS[0], k=8, head=tiny_eagle(0), nodes=3)
     assert max(len(r.tokens) for r in rounds) <= 3 and any(len(r.tokens) for r in rounds)
@@ -354,3 +356,48 @@ def test_the_draft_stops_guessing_when_unsure(target, draft_target):
     assert all(p >= 0.999 for p in short.draft_probs[:-1]) and short.draft_probs[-1] < 0.999
     with pytest.raises(ValueError, match="confidence must be in"):
         make_proposer("draft", target, GREEDY, draft=draft_target, confidence=1.5)
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_a_draft_tree_is_lossless_and_keeps_more_than_its_chain(target, draft_target, k):
+    chain, tree = [], []
+    for prompt in PROMPTS:
+        tree_rounds = run(target, "draft", prompt, k=k, draft=draft_target, nodes=24)
+        assert output(tree_rounds) == output(run(target, "baseline", prompt)), prompt
+        assert max(len(r.tokens) for r in tree_rounds) <= 24
+        tree += tree_rounds
+        chain += run(target, "draft", prompt, k=k, draft=draft_target, confidence=0.0)
+    if k > 1:
+        assert any(not Tree(r.tokens, r.parents).is_chain for r in tree)
+        assert summarize(tree)["mean_accepted_tokens"] > summarize(chain)["mean_accepted_tokens"]
+
+
+def test_draft_tree_nodes_carry_the_drafts_own_probabilities(target, draft_target):
+    """Each node's probability is the draft's, run plainly on the committed tokens plus the node's path (so the
+    tree's mask and positions are right), and the tree's slots leave the draft's cache afterwards."""
+    proposer = make_proposer("draft", target, GREEDY, draft=draft_target, nodes=12, top_k=3)
+    ids = [1, 5, 9, 14, 3, 22]
+    tree = proposer.propose(ids, 4)
+    assert len(tree) == 12 and not tree.is_chain and max(tree.depths()) > 1
+    assert proposer.cache.get_seq_length() == len(ids) == len(proposer.seen)
+    for node, token in enumerate(tree.tokens):
+        path, parent = [], tree.parents[node]
+        while parent != -1:
+            path.insert(0, tree.tokens[parent])
+            parent = tree.parents[parent]
+        with torch.no_grad():
+            logits = draft_target.model(torch.tensor([ids + path])).logits[0, -1].float()
+        assert tree.draft_probs[node] == pytest.approx(float(torch.softmax(logits, -1)[token]), abs=1e-4)
+    later = ids + [tree.tokens[0], 40]  # a round later, as if the first guess was accepted and 40 the bonus
+    fresh = make_proposer("draft", target, GREEDY, draft=draft_target, nodes=12, top_k=3)
+    assert proposer.propose(later, 4).tokens == fresh.propose(later, 4).tokens
+
+
+def test_a_draft_tree_samples_with_point_masses(target, draft_target):
+    sampling = SamplingConfig(temperature=0.8, seed=3)
+    rounds = run(target, "draft", PROMPTS[1], k=3, sampling=sampling, draft=draft_target, nodes=10)
+    assert rounds and not any(r.draft_sampled for r in rounds if r.tokens)  # top-k picks, verified as point masses
+    assert output(rounds) == output(run(target, "draft", PROMPTS[1], k=3, sampling=sampling, draft=draft_target,
+                                        nodes=10))  # seeded
+    with pytest.raises(ValueError, match="nodes and top_k"):
+        make_proposer("draft", target, GREEDY, draft=draft_target, nodes=-2)

@@ -30,9 +30,11 @@ def _shipped(method: str, target: Target, load: Callable[[Any, Target], Any]) ->
 
 
 def _draft(target: Target, sampling: SamplingConfig, draft: Optional[Target] = None,
-           confidence: float = 0.4) -> Proposer:
-    """draft: a loaded draft model; none: the shipped draft for the embedded target. confidence: stop
-    guessing after a token the draft gives less than this probability (0 = always k tokens)."""
+           confidence: float = 0.4, nodes: Optional[int] = None, top_k: int = 8) -> Proposer:
+    """draft: a loaded draft model; none: the shipped draft for the embedded target. nodes: 1 = a chain of up
+    to k guesses, stopping after one the draft gives less than `confidence` (0 = always k); more = a tree of
+    that many guesses, k levels deep (default by device, TREE_NODES)."""
+    nodes = nodes or tree_nodes("draft", target)
     if draft is None:
         card = read_card(shipped("draft"))
         why = "none ships" if card is None else mismatch(card, target)
@@ -40,15 +42,16 @@ def _draft(target: Target, sampling: SamplingConfig, draft: Optional[Target] = N
             raise ValueError(f"method 'draft' needs a draft model with the tokenizer of {target.name!r}; the "
                              f"shipped one does not fit it ({why}): pass one, e.g. --draft FOLDER")
         draft = _shipped("draft", target, load_draft)
-    return DraftProposer(target, draft, sampling, confidence)
+    return DraftProposer(target, draft, sampling, confidence, nodes, top_k)
 
 
 # Tree nodes per round, by device (docs/perf.md, "Tree size"). On the 2-core CPU a forward over
 # 1-3 tokens costs about one token's but 4 or more take MKL's slow thin-matrix path (1.6x at 4, 2x
 # at 9): trees of 2 nodes ran at 1.01x (eagle) and 0.93x (medusa) of the baseline, 8 nodes at
 # 0.76x / 0.79x, the paper-sized 48 / 40 at 0.54x / 0.57x. A GPU verifies 50 tokens for about the
-# price of one, so it gets the large trees.
-TREE_NODES = {"eagle": {"cpu": 2, "cuda": 48}, "medusa": {"cpu": 2, "cuda": 40}}
+# price of one, so it gets the large trees. The draft model drafts a chain (1) on a CPU, where each of
+# its forwards costs a quarter of the target's, and a tree on a GPU.
+TREE_NODES = {"eagle": {"cpu": 2, "cuda": 48}, "medusa": {"cpu": 2, "cuda": 40}, "draft": {"cpu": 1, "cuda": 48}}
 
 
 def tree_nodes(method: str, target: Target) -> int:
