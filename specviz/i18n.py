@@ -254,8 +254,10 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
                     "repetition); guesses little in open chat. It has no draft probabilities: its guess counts as "
                     "certain (draft probability 1).",
     "method.draft": "**Draft model**: a small language model with the same tokenizer writes k tokens one by one; "
-                    "the target checks them all in one forward. *Training:* none if a small sibling exists, "
-                    "otherwise distil one. *Running:* a second model in memory and k small forwards per round.",
+                    "the target checks them all in one forward. With more than one tree node it grows a tree of its "
+                    "best guesses instead, one small forward per level (the GPU default). *Training:* none if a "
+                    "small sibling exists, otherwise distil one. *Running:* a second model in memory and k small "
+                    "forwards per round.",
     "method.medusa": "**Medusa**: extra heads on the target's last hidden state; head i guesses the token i+1 places "
                      "ahead. Their top guesses form a tree that the target checks in one forward with a tree "
                      "attention mask. *Training:* the heads only, target frozen. *Running:* a few linear layers, "
@@ -545,7 +547,7 @@ ZH = {
     "explain.formula": "### 能快多少？（Leviathan 等，2023）\n设每个 token 的接受率为 **a**，每轮猜测 **k** 个，每个猜测的成本为目标模型前向计算的 **c** 倍：E[每轮 token 数] = (1 − a^(k+1)) / (1 − a)，加速比 = E / (k·c + 1)。每次运行都会用实测的 a、k、c 代入这个公式；在“**成本与收益**”标签页中可以修改它们。",
     "method.baseline": "**基线（baseline）**：普通解码。每个 token 做一次目标模型前向计算，不做任何猜测。它是速度和文本两方面的参照。",
     "method.ngram": "**N-gram（提示词查找）**：在提示词或已生成的输出中找到与最后几个 token 相同的片段，并猜测当时跟在后面的内容会再次出现。*训练*：无。*运行*：一次字符串查找，几乎没有成本。当回答复制输入时（摘要、代码修改、重复内容）效果最好；在开放式聊天中猜得很少。它没有草稿概率：它的猜测被视为确定的（草稿概率为 1）。",
-    "method.draft": "**草稿模型（draft）**：一个使用相同分词器的小语言模型逐个写出 k 个 token；目标模型在一次前向计算中验证全部猜测。*训练*：如果已有小的同系列模型则无需训练，否则需要蒸馏一个。*运行*：内存中多一个模型，每轮多 k 次小的前向计算。",
+    "method.draft": "**草稿模型（draft）**：一个使用相同分词器的小语言模型逐个写出 k 个 token；目标模型在一次前向计算中验证全部猜测。树节点数大于 1 时，它改为生长一棵由最佳猜测组成的树，每层一次小的前向计算（GPU 上的默认做法）。*训练*：如果已有小的同系列模型则无需训练，否则需要蒸馏一个。*运行*：内存中多一个模型，每轮多 k 次小的前向计算。",
     "method.medusa": "**Medusa**：在目标模型最后的隐藏状态上加几个额外的头；第 i 个头猜测往后第 i+1 个位置的 token。它们的首选猜测组成一棵树，目标模型用树形注意力掩码在一次前向计算中验证。*训练*：只训练这些头，目标模型冻结。*运行*：几个线性层，几乎没有成本。",
     "method.eagle": "**EAGLE**：一个单层解码器，在目标模型自己的特征（隐藏状态）上运行，一个特征接一个特征地起草一棵猜测树。通常是这些方法中接受率最高的。*训练*：在目标模型的特征上训练一个小层。*运行*：每一步起草运行一个小层。",
     "method.unknown": "**{name}**：暂无说明。",
