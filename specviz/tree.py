@@ -116,6 +116,18 @@ def grow(first_logp: torch.Tensor, first_tokens: torch.Tensor, step: Step, depth
     return nodes
 
 
+def level_visibility(past: int, fed: int, ancestors: list[list[int]], device=None) -> torch.Tensor:
+    """(n, past + fed + n) bool for one call of a growing tree's step: every node sees the committed past,
+    its fed ancestors (cached after the past, in feeding order) and itself (the n new slots after those)."""
+    n = len(ancestors)
+    visible = torch.zeros(n, past + fed + n, dtype=torch.bool, device=device)
+    visible[:, :past] = True
+    for row, slots in enumerate(ancestors):
+        visible[row, [past + s for s in slots]] = True
+        visible[row, past + fed + row] = True
+    return visible
+
+
 def best(nodes: list[Candidate], n: int) -> Tree:
     """The n best candidates by cumulative log-prob (a parent scores at least as high as its child and comes
     first on ties, so the kept set is a tree)."""

@@ -8,7 +8,7 @@ import torch
 from ..config import SamplingConfig
 from ..models import Target, check_same_tokenizer
 from ..sampling import sample, target_distribution
-from ..tree import Tree, best, grow
+from ..tree import Tree, best, grow, level_visibility
 from ..verify import truncate
 from .base import Proposer
 
@@ -77,11 +77,7 @@ class DraftProposer(Proposer):
         def step(tokens: list[int], rows: list[int], ancestors: list[list[int]], level: int):
             nonlocal fed
             n = len(tokens)
-            visible = torch.zeros(n, committed + fed + n, dtype=torch.bool)
-            visible[:, :committed] = True
-            for row, slots in enumerate(ancestors):  # its fed ancestors (in the cache after the committed) and itself
-                visible[row, [committed + s for s in slots]] = True
-                visible[row, committed + fed + row] = True
+            visible = level_visibility(committed, fed, ancestors)  # the tree's fed nodes sit in the cache for now
             mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)
             out = self.model(input_ids=torch.tensor([tokens], device=device), attention_mask=mask[None, None].to(device),
                              position_ids=torch.full((1, n), committed + level - 1, device=device),

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..assets import check_target, first_file, read_card, read_tensors, resolve
-from ..tree import Candidate, Tree, best, grow
+from ..tree import Candidate, Tree, best, grow, level_visibility
 from .base import Proposer
 from .ngram import graft, lookup
 
@@ -228,12 +228,7 @@ class EagleProposer(Proposer):
         def step(tokens: list[int], rows: list[int], ancestors: list[list[int]], level: int):
             nonlocal outputs
             n = len(tokens)
-            # Each node sees the committed context, its fed ancestors and itself.
-            visible = torch.zeros(n, self.n_cached + len(fed_keys) + n, dtype=torch.bool, device=device)
-            visible[:, : self.n_cached] = True
-            for row, slots in enumerate(ancestors):
-                visible[row, [self.n_cached + s for s in slots]] = True
-                visible[row, self.n_cached + len(fed_keys) + row] = True
+            visible = level_visibility(self.n_cached, len(fed_keys), ancestors, device)
             past = self.cache
             if fed_keys:
                 past = (torch.cat([self.cache[0], torch.stack(fed_keys, 1)[None]], 2),
