@@ -183,7 +183,8 @@ def test_card_records_every_bench_row_of_a_method(tmp_path, monkeypatch):
                                 "by_category": {"math": {"mean_accepted_tokens": tau + 0.5}}}
     report = {"prompts": "demos/bench_prompts.jsonl", "max_new_tokens": 100, "temperature": 0.0, "k": 4,
               "device": "cpu", "methods": {"baseline": row(1.0, 1.0), "eagle": row(1.41, 1.02),
-                                           "eagle:nodes=48": row(1.85, 0.54)}}
+                                           "eagle:nodes=48": row(1.85, 0.54),
+                                           "eagle:weights=/elsewhere:nodes=48": row(2.0, 0.5)}}  # not the shipped head
     (tmp_path / "bench.json").write_text(json.dumps(report))
     assert cli.main(["card", str(tmp_path / "bench.json")]) == 0
     card = json.loads((tmp_path / "eagle" / "card.json").read_text())
