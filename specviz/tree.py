@@ -73,9 +73,7 @@ class Tree:
         n = len(self.tokens)
         visible = torch.ones(n + 1, past_len + n + 1, dtype=torch.bool)
         visible[:, past_len:] = self.ancestry()
-        mask = torch.zeros(visible.shape, dtype=dtype)
-        mask.masked_fill_(~visible, torch.finfo(dtype).min)
-        return mask[None, None].to(device)
+        return additive_mask(visible, dtype)[None, None].to(device)
 
 
 # A candidate while a tree grows: (cumulative log-prob, token, parent candidate or ROOT, own prob).
@@ -114,6 +112,11 @@ def grow(first_logp: torch.Tensor, first_tokens: torch.Tensor, step: Step, depth
         frontier = [first + int(i) for i in chosen]
         rows = (chosen // width).tolist()
     return nodes
+
+
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """bool "may attend" -> the additive mask transformers takes (0 where visible, the dtype's minimum elsewhere)."""
+    return torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(~visible, torch.finfo(dtype).min)
 
 
 def level_visibility(past: int, fed: int, ancestors: list[list[int]], device=None) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 from ..config import SamplingConfig
 from ..models import Target, check_same_tokenizer
 from ..sampling import sample, target_distribution
-from ..tree import Tree, best, grow, level_visibility
+from ..tree import Tree, additive_mask, best, grow, level_visibility
 from ..verify import truncate
 from .base import Proposer
 
@@ -78,7 +78,7 @@ class DraftProposer(Proposer):
             nonlocal fed
             n = len(tokens)
             visible = level_visibility(committed, fed, ancestors)  # the tree's fed nodes sit in the cache for now
-            mask = torch.zeros(visible.shape, dtype=dtype).masked_fill_(~visible, torch.finfo(dtype).min)
+            mask = additive_mask(visible, dtype)
             out = self.model(input_ids=torch.tensor([tokens], device=device), attention_mask=mask[None, None].to(device),
                              position_ids=torch.full((1, n), committed + level - 1, device=device),
                              cache=self.cache, use_cache=True)

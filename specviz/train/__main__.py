@@ -218,10 +218,12 @@ def export_main(args: argparse.Namespace) -> int:
 def card_main(args: argparse.Namespace) -> int:
     """Copy each method's tau (overall and per category) from a bench JSON into its shipped card: one entry per
     bench row of that method ("eagle", "eagle:nodes=48", ...), replacing what an earlier bench wrote."""
+    from ..bench import parse_spec
+
     report = json.loads(args.results.read_text())
     rows: dict[str, list] = {}
     for spec, row in report["methods"].items():
-        if ":weights=" in spec:
+        if "weights" in parse_spec(spec)[1]:
             continue  # other weights than the shipped ones
         rows.setdefault(spec.split(":")[0], []).append(
             {"method": spec, "tau": round(row["mean_accepted_tokens"], 3),
