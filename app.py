@@ -807,7 +807,7 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
     deploy = production_box(ui, "live.production", "run-production")
     event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language], [saved, deploy],
                **UI)
-    stop.click(stopped, language, status, cancels=[event], queue=False, **UI)
+    stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     pick.input(inspect_round, [last_run, pick, language], [tree, tokens], queue=False, **UI)
     return dict(event=event, rounds=last_run, base=live_base, stream=stream, figures=figures, table=table,
                 status=status, lossless=lossless, formula=formula)
@@ -839,7 +839,7 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
                       [status, *columns, summary, *figures, runs, cache], **MODEL)
     deploy = production_box(ui, "compare.production", "compare-production")
     event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language], [saved, deploy], **UI)
-    stop.click(stopped, language, status, cancels=[event], queue=False, **UI)
+    stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures,
                 status=status)
 
