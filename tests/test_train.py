@@ -137,7 +137,9 @@ def test_draft_is_an_ordinary_causal_lm_on_the_targets_embedding(cached, tmp_pat
 
 def test_a_resumed_eagle_keeps_its_checkpoints_draft_vocabulary(cached, tmp_path):
     """New data picks other draft rows; a resumed head must keep the rows its weights were trained for."""
-    from specviz.train.__main__ import _resumed_vocabulary
+    from argparse import Namespace
+
+    from specviz.train.__main__ import _previous, _resumed_vocabulary
     from specviz.train.loop import _save
 
     target, folder = cached
@@ -145,11 +147,59 @@ def test_a_resumed_eagle_keeps_its_checkpoints_draft_vocabulary(cached, tmp_path
     old = draft_vocabulary(feats, 64, target.vocab_size)
     new = torch.sort(torch.cat([old[:-8], torch.arange(target.vocab_size - 8, target.vocab_size)])).values
     assert not torch.equal(old, new)
-    data = {}
-    assert torch.equal(_resumed_vocabulary(tmp_path / "eagle.ckpt", new, data), new)  # nothing to resume
+    data, args = {}, Namespace(work=tmp_path, init=None)
+    assert torch.equal(_resumed_vocabulary(_previous(args, "eagle").weights, new, data), new)  # nothing to resume
     head = new_head(target, draft_ids=old)
     _save(tmp_path / "eagle.ckpt", head, torch.optim.AdamW(head.parameters()), {"step": 1})
-    assert torch.equal(_resumed_vocabulary(tmp_path / "eagle.ckpt", new, data), old) and data["draft_vocab"] == 64
+    assert torch.equal(_resumed_vocabulary(_previous(args, "eagle").weights, new, data), old)
+    assert data["draft_vocab"] == 64
+
+
+def test_init_continues_shipped_weights_and_counts_their_training(cached, tmp_path):
+    """--init on a machine without the checkpoint: the shipped weights are copied in (the right target and
+    architecture only), the draft vocabulary is theirs, and the card adds the steps they already had,
+    also when the continued run is itself resumed."""
+    from argparse import Namespace
+
+    from specviz.assets import WrongTarget, signature
+    from specviz.methods.eagle import save_eagle
+    from specviz.methods.medusa import save_medusa
+    from specviz.train.__main__ import _card, _previous, _resumed_vocabulary, _start_from
+    from specviz.train.loop import _save
+
+    target, folder = cached
+    hidden = target.model.config.hidden_size
+    shipped = MedusaHeads(hidden, 2)
+    torch.nn.init.normal_(shipped[1][0].linear.weight)
+    record = {"steps": 700, "seconds": 1767}
+    save_medusa(tmp_path / "medusa", shipped, {"target": signature(target), "training": record}, dtype=torch.float32)
+    args = Namespace(work=tmp_path / "work", init=tmp_path / "medusa", command="medusa", steps=10, lr=1e-3, seed=0,
+                     minutes=0, eval_every=5)
+    start = _previous(args, "medusa")
+    assert start.before == record
+    heads = MedusaHeads(hidden, 2)
+    _start_from(heads, start, target, args.init)
+    assert all(torch.equal(a, b) for a, b in zip(heads.state_dict().values(), shipped.state_dict().values()))
+    with pytest.raises(SystemExit, match="do not fit"):
+        _start_from(MedusaHeads(hidden, 3), start, target, args.init)  # another architecture
+    with pytest.raises(WrongTarget):
+        _start_from(MedusaHeads(hidden, 2), start, tiny_target(1), args.init)  # another target
+
+    card = _card("medusa", target, {}, {"step": 30, "seconds": 40.4, "evals": []}, args, start.before)
+    assert (card["training"]["steps"], card["training"]["seconds"]) == (730, 1807)
+    assert card["training"]["this_run"] == {"steps": 30, "seconds": 40} and card["training"]["continues"] == record
+    _save(args.work / "medusa.ckpt", heads, torch.optim.AdamW(heads.parameters()), {"step": 30})
+    resumed = _previous(args, "medusa")  # the loop resumes the checkpoint; the shipped record is still counted
+    assert resumed.card is None and resumed.before == record
+
+    feats = features.load(folder)
+    ids = draft_vocabulary(feats, 64, target.vocab_size)
+    save_eagle(tmp_path / "eagle", new_head(target, draft_ids=ids), {"target": signature(target), "training": {}})
+    start = _previous(Namespace(work=tmp_path / "work", init=tmp_path / "eagle"), "eagle")
+    other = torch.sort(torch.cat([ids[:-8], torch.arange(target.vocab_size - 8, target.vocab_size)])).values
+    assert torch.equal(_resumed_vocabulary(start.weights, other, {}), ids)
+    with pytest.raises(SystemExit, match="no card.json"):
+        _previous(Namespace(work=tmp_path / "w2", init=tmp_path / "work"), "eagle")
 
 
 def test_distill_answers_only_the_chosen_sources_and_resumes(tmp_path, monkeypatch):

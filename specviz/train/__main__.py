@@ -8,6 +8,8 @@
   card      writes the tau measured by `python -m specviz.bench --out FILE` into the shipped cards
 Each training run is seeded, resumable (checkpoint in --work), shows a progress bar, saves a loss
 curve PNG and writes safetensors + config.json + card.json into assets/{method}/ (or --out).
+--init FOLDER continues shipped weights on a machine without the checkpoint (a fresh optimiser and
+learning-rate schedule); the card adds the steps and time those weights had already had.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -84,19 +87,69 @@ def _setup(args: argparse.Namespace):
     return target, train_feats, held, draft_ids, data
 
 
-def _resumed_vocabulary(ckpt: Path, draft_ids: torch.Tensor, data: dict) -> torch.Tensor:
-    """A resumed head keeps the draft vocabulary it was trained with (new data would pick other rows)."""
-    if not ckpt.is_file():
-        return draft_ids
-    d2t = torch.load(ckpt, map_location="cpu", weights_only=True)["model"].get("d2t")
+INIT_FILES = ("model.safetensors", "medusa_lm_head.safetensors")
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a run continues. weights: its checkpoint's (the loop resumes it) or --init's; card: --init's card on a
+    fresh start from it (the weights still to be copied in); before: the training those weights already had."""
+
+    weights: Optional[dict] = None
+    card: Optional[dict] = None
+    before: Optional[dict] = None
+
+
+def _previous(args: argparse.Namespace, name: str) -> Start:
+    """The checkpoint in --work when there is one; else, with --init FOLDER, that folder's weights and card (its
+    training record is kept in --work, so that a resumed run still counts it); else a fresh start."""
+    ckpt, record = args.work / f"{name}.ckpt", args.work / f"{name}.continues.json"
+    if ckpt.is_file():
+        before = json.loads(record.read_text()) if record.is_file() else None
+        return Start(torch.load(ckpt, map_location="cpu", weights_only=True)["model"], None, before)
+    record.unlink(missing_ok=True)
+    if getattr(args, "init", None) is None:
+        return Start()
+    from ..assets import first_file, read_tensors
+
+    card = read_card(args.init)
+    if card is None:
+        raise SystemExit(f"--init {args.init}: no card.json there (a folder written by python -m specviz.train)")
+    before = card.get("training") or {}
+    write_json(record, before)
+    return Start(read_tensors(first_file(args.init, INIT_FILES)), card, before)
+
+
+def _resumed_vocabulary(weights: Optional[dict], draft_ids: torch.Tensor, data: dict) -> torch.Tensor:
+    """A continued head keeps the draft vocabulary it was trained with (new data would pick other rows)."""
+    d2t = None if weights is None else weights.get("d2t")
     if d2t is None:
         return draft_ids
     kept = torch.arange(len(d2t)) + d2t
     if not torch.equal(kept, draft_ids):
-        print(f"[train] resuming: keeping the checkpoint's draft vocabulary ({len(kept)} rows, "
+        print(f"[train] continuing: keeping the weights' draft vocabulary ({len(kept)} rows, "
               f"{len(set(kept.tolist()) - set(draft_ids.tolist()))} differ from this data's choice)", file=sys.stderr)
     data["draft_vocab"] = len(kept)
     return kept
+
+
+def _start_from(model: torch.nn.Module, start: Start, target, where) -> None:
+    """A fresh start from --init: check the card's target, then copy the weights into every trainable tensor."""
+    if start.card is None:
+        return
+    from ..assets import check_target
+
+    check_target(start.card, target, str(where))
+    own = model.state_dict()
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in start.weights]
+    wrong = [k for k, v in start.weights.items() if k not in own or own[k].shape != v.shape]
+    if missing or wrong:
+        raise SystemExit(f"--init {where}: those weights do not fit this model (missing: {missing[:3]}, "
+                         f"unexpected or of another shape: {wrong[:3]}); give the architecture they were trained with")
+    with torch.no_grad():
+        for key, value in start.weights.items():
+            own[key].copy_(value)
+    print(f"[train] starting from {where} ({start.before.get('steps', '?')} steps)", file=sys.stderr)
 
 
 def _loop_config(args: argparse.Namespace) -> LoopConfig:
@@ -104,11 +157,17 @@ def _loop_config(args: argparse.Namespace) -> LoopConfig:
                       minutes=args.minutes, eval_every=args.eval_every, save_every=args.eval_every)
 
 
-def _card(method: str, target, data: dict, state: dict, args: argparse.Namespace, **extra) -> dict:
-    return {"method": method, "target": signature(target), "data": data,
-            "training": {"steps": state["step"], "seconds": round(state["seconds"]), "threads": torch.get_num_threads(),
-                         "loop": config_dict(_loop_config(args)),
-                         "args": {k: str(v) for k, v in vars(args).items() if k not in ("work", "out")}},
+def _card(method: str, target, data: dict, state: dict, args: argparse.Namespace, before: Optional[dict] = None,
+          **extra) -> dict:
+    """The card; `before` is the training record of the weights this run continued (--init): steps and seconds
+    are then the totals, and the record is kept under "continues"."""
+    training = {"steps": state["step"], "seconds": round(state["seconds"]), "threads": torch.get_num_threads(),
+                "loop": config_dict(_loop_config(args)),
+                "args": {k: str(v) for k, v in vars(args).items() if k not in ("work", "out")}}
+    if before:
+        training.update(steps=before.get("steps", 0) + state["step"], seconds=before.get("seconds", 0) + training["seconds"],
+                        this_run={"steps": state["step"], "seconds": training["seconds"]}, continues=before)
+    return {"method": method, "target": signature(target), "data": data, "training": training,
             "heldout": state["evals"][-1] if state["evals"] else {}, "licence": LICENCE,
             "made": time.strftime("%Y-%m-%d"), **extra}
 
@@ -125,7 +184,8 @@ def eagle_main(args: argparse.Namespace) -> int:
 
     target, feats, held, draft_ids, data = _setup(args)
     name = "eagle3" if args.eagle3 else "eagle"
-    draft_ids = _resumed_vocabulary(args.work / f"{name}.ckpt", draft_ids, data)
+    start = _previous(args, name)
+    draft_ids = _resumed_vocabulary(start.weights, draft_ids, data)
     device = target.device
     layers = feature_cache(args, target)[1]
     head = new_head(target, eagle3=args.eagle3, draft_ids=draft_ids, seed=args.seed).float().to(device)
@@ -136,6 +196,7 @@ def eagle_main(args: argparse.Namespace) -> int:
         head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
         head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
         head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
+    _start_from(head, start, target, args.init)
     embed, rows, ids = target.model.get_input_embeddings(), lm_rows(target, draft_ids), draft_ids.to(device)
     loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight)
     held_loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt)
@@ -147,7 +208,7 @@ def eagle_main(args: argparse.Namespace) -> int:
     architecture = ("EAGLE-2 drafting with an EAGLE-3 head (fused low/middle/high features, own norm and LM head over "
                     "a reduced draft vocabulary, d2t/t2d)" if args.eagle3 else
                     "EAGLE-2 (EAGLE-1 layer layout) with a reduced draft vocabulary (d2t)")
-    save_eagle(args.out, head.cpu(), _card("eagle", target, data, state, args, architecture=architecture,
+    save_eagle(args.out, head.cpu(), _card("eagle", target, data, state, args, start.before, architecture=architecture,
                                            feature_layers=list(layers)))
     _finish(name, state, args.out, args)
     return 0
@@ -160,6 +221,8 @@ def medusa_main(args: argparse.Namespace) -> int:
     target, feats, held, draft_ids, data = _setup(args)
     device = target.device
     heads = MedusaHeads(target.model.config.hidden_size, args.heads, args.layers).to(device)
+    start = _previous(args, "medusa")
+    _start_from(heads, start, target, args.init)
     rows = lm_rows(target, draft_ids)
     loss = partial(medusa_loss, heads, rows, draft_ids.to(device))
     evaluate = lambda: mean_metrics(loss, medusa_batches(held, args.heads, 2048, 0, device=device)(0), limit=10)  # noqa: E731
@@ -167,7 +230,7 @@ def medusa_main(args: argparse.Namespace) -> int:
                                               device=device), evaluate, _loop_config(args), args.work, "medusa")
     accuracy = medusa_rank_accuracy(heads, target.model.get_output_embeddings().weight.detach(), held)
     print(f"[train] rank accuracy (held-out): {[[round(a, 3) for a in row[:4]] for row in accuracy]}", file=sys.stderr)
-    save_medusa(args.out, heads.cpu(), _card("medusa", target, data, state, args, rank_accuracy=accuracy,
+    save_medusa(args.out, heads.cpu(), _card("medusa", target, data, state, args, start.before, rank_accuracy=accuracy,
                                        architecture=f"Medusa-1, {args.heads} heads x {args.layers} ResBlock, shared LM head"))
     _finish("medusa", state, args.out, args)
     return 0
@@ -183,6 +246,8 @@ def draft_main(args: argparse.Namespace) -> int:
     layers = [int(i) for i in args.draft_layers.split(",")]
     device = target.device
     model = build_draft(target, layers, args.shared)
+    start = _previous(args, "draft")
+    _start_from(model, start, target, args.init)
     rows = lm_rows(target, draft_ids)
     loss = partial(draft_loss, model, rows, draft_ids.to(device))
     evaluate = lambda: mean_metrics(loss, sequence_batches(held, args.batch_tokens, 0, device=device)(0))  # noqa: E731
@@ -193,7 +258,7 @@ def draft_main(args: argparse.Namespace) -> int:
               str(args.out / "model.safetensors"))
     write_json(args.out / "config.json", model.config.to_dict())
     write_json(args.out / "card.json", _card(
-        "draft", target, data, state, args, layers_from_target=layers, shared_target_layers=args.shared,
+        "draft", target, data, state, args, start.before, layers_from_target=layers, shared_target_layers=args.shared,
         architecture=f"LlamaForCausalLM of {len(layers)} layers started from the target's {layers}; the first "
                      f"{args.shared} and the embedding/LM head are the target's own tensors (frozen, not stored), "
                      "the others were distilled; `python -m specviz.train export-draft FOLDER` writes a "
@@ -266,6 +331,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         p.add_argument("--sources", choices=("all", "distill", "human"), default="all")
         p.add_argument("--eval-every", type=int, default=200)
         p.add_argument("--distill-repeat", type=int, default=2, help="show the target's own answers this often per epoch")
+        p.add_argument("--init", type=Path, help="without a checkpoint in --work: start from these weights (a folder "
+                                                 "this command wrote, e.g. assets/NAME) and count their training")
     sub.choices["eagle"].add_argument("--ttt", type=int, default=3, help="draft steps unrolled in training")
     sub.choices["eagle"].add_argument("--noise", type=float, default=0.05, help="relative uniform feature noise")
     sub.choices["eagle"].add_argument("--ce-weight", type=float, default=0.5)
