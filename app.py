@@ -505,23 +505,23 @@ def step_view(state: Optional[dict], empty: str, lang: str) -> tuple:
 # --- traces: save a run, replay it without a model ---------------------------------------------------
 
 def trace_file(backend: EngineBackend, runs: dict[str, list[Round]], prompt, k, temperature, top_p,
-               max_new_tokens, seed, model, language: str = "English") -> tuple[Optional[str], str]:
-    """The finished run(s) as a trace file to download, and their production configuration; (None, "")
-    while there is nothing to save.
+               max_new_tokens, seed, model, language: str = "English") -> tuple[Optional[str], str, Optional[trace.Trace]]:
+    """The finished run(s) as a trace file to download, their production configuration, and the trace (the
+    language switch rewrites the configuration from it); (None, "", None) while there is nothing to save.
 
     The settings are read from the controls when the run ends, and checked as a run would check them."""
     lang = i18n.code(language)
     runs = {label: list(rounds) for label, rounds in (runs or {}).items() if rounds}
     if not runs:
-        return None, ""
+        return None, "", None
     req = validate(backend, prompt, next(iter(runs)), k, temperature, top_p, max_new_tokens, seed, model, lang)
     record = trace.Trace(model=req.model, prompt=req.prompt, runs=runs, run=req.run, sampling=req.sampling)
     folder = Path(tempfile.mkdtemp(prefix="specviz-trace-"))
     name = "-".join(runs) + time.strftime("-%Y%m%d-%H%M%S.json", time.gmtime())
-    return str(trace.save(record, folder / name)), production_markdown(record, lang)
+    return str(trace.save(record, folder / name)), production_markdown(record, lang), record
 
 
-def save_single(backend: EngineBackend, rounds: list[Round], *settings) -> tuple[Optional[str], str]:
+def save_single(backend: EngineBackend, rounds: list[Round], *settings) -> tuple[Optional[str], str, Optional[trace.Trace]]:
     return trace_file(backend, {rounds[0].method: rounds} if rounds else {}, *settings)
 
 
@@ -782,7 +782,7 @@ def stopped(language: str) -> str:
 
 def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, language: gr.Radio) -> dict:
     """The live run; returns the components the language switch and the calculator read or redraw."""
-    last_run, live_base = gr.State([]), gr.State(None)
+    last_run, live_base, deployed = gr.State([]), gr.State(None), gr.State(None)  # deployed: the saved trace
     with gr.Row():
         run = ui(gr.Button, value=tr("live.run"), variant="primary", elem_id="run-button", scale=2)
         stop = ui(gr.Button, value=tr("live.stop"), variant="stop", scale=1)
@@ -805,12 +805,12 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
     event = run.click(functools.partial(run_single, backend),
                       [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"]], outputs, **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
-    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language], [saved, deploy],
-               **UI)
+    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language],
+               [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     pick.input(inspect_round, [last_run, pick, language], [tree, tokens], queue=False, **UI)
     return dict(event=event, rounds=last_run, base=live_base, stream=stream, figures=figures, table=table,
-                status=status, lossless=lossless, formula=formula)
+                status=status, lossless=lossless, formula=formula, deploy=deploy, deployed=deployed)
 
 
 def columns_view(ui: Page, name: str) -> tuple:
@@ -833,15 +833,16 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
         stop = ui(gr.Button, value=tr("live.stop"), variant="stop", scale=1)
     status, columns, summary, figures = columns_view(ui, "compare")
     inputs = [c["prompt"], chosen] + trace_settings(c)[1:]  # the settings after the prompt
-    runs = gr.State({})
+    runs, deployed = gr.State({}), gr.State(None)  # deployed: the saved trace
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
     event = run.click(functools.partial(run_compare, backend), inputs + [cache, language, c["nodes"]],
                       [status, *columns, summary, *figures, runs, cache], **MODEL)
     deploy = production_box(ui, "compare.production", "compare-production")
-    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language], [saved, deploy], **UI)
+    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language],
+               [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures,
-                status=status)
+                status=status, deploy=deploy, deployed=deployed)
 
 
 def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> dict:
@@ -943,12 +944,13 @@ def calculator_tab(ui: Page, language: gr.Radio) -> dict:
 
 
 def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, compare_runs, compare_chosen,
-                    step_state, replay_runs, replay_state, replayed: Optional[trace.Trace], sources, source,
+                    step_state, replay_runs, replay_state, replayed: Optional[trace.Trace],
+                    live_trace: Optional[trace.Trace], compare_trace: Optional[trace.Trace], sources, source,
                     *calc_values) -> tuple:
     """Everything on the page in the chosen language: the registered texts, then the views that hold a
     run (redrawn from their state), then the calculator, then the status lines of the live and side-by-side
-    runs. Side by side redraws the ticked methods that ran. The production snippets of live and side-by-side
-    runs stay as they were written until the next run."""
+    runs, then their production snippets (from the traces they were written from). Side by side redraws the
+    ticked methods that ran."""
     lang = i18n.code(choice)
     live_rounds = live_rounds or []
 
@@ -972,7 +974,8 @@ def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, 
             production_markdown(replayed, lang) if replayed else gr.skip(),
             source_note(sources, source, lang), *calculator(*calc_values, choice),
             live_status(live_rounds, live_base, True, lang) if live_rounds else gr.skip(),
-            i18n.text("compare.done", lang) if compare_runs else gr.skip())
+            i18n.text("compare.done", lang) if compare_runs else gr.skip(),
+            *(production_markdown(t, lang) if t else gr.skip() for t in (live_trace, compare_trace)))
 
 
 # Charts drawn while their tab was hidden (a language switch, a run in another tab) have the wrong width
@@ -1040,11 +1043,11 @@ def wire_language(ui: Page, language: gr.Radio, c: dict, live: dict, side: dict,
                   calc: dict) -> None:
     """The switch: every registered text, and the views redrawn from the states that hold their runs."""
     states = [c["method"], live["rounds"], live["base"], side["runs"], side["chosen"], step["state"],
-              replayed["runs"], replayed["state"], replayed["trace"], calc["sources"], calc["source"], *calc["values"]]
+              replayed["runs"], replayed["state"], replayed["trace"], live["deployed"], side["deployed"], calc["sources"], calc["source"], *calc["values"]]
     views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
              *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
              replayed["summary"], *replayed["figures"], *replayed["view"], replayed["status"], replayed["deploy"],
-             calc["note"], calc["result"], calc["plot"], live["status"], side["status"]]
+             calc["note"], calc["result"], calc["plot"], live["status"], side["status"], live["deploy"], side["deploy"]]
     language.change(functools.partial(switch_language, ui), [language, *states], ui.components() + views,
                     queue=False, **UI)
 

@@ -17,7 +17,7 @@ from test_app import FakeBackend, canned_run
 ROOT = Path(__file__).resolve().parents[1]
 TERMS = ("推测解码", "草稿模型", "目标模型", "接受率", "加速比", "奖励 token", "验证", "前向计算")
 SAME_IN_BOTH = {"tab.api", "ctl.top_p"}  # the same word in both languages
-N_VIEWS = 44  # outputs of the switch after the registered components: the views redrawn from their state
+N_VIEWS = 46  # outputs of the switch after the registered components: the views redrawn from their state
 
 
 def placeholders(template: str) -> set[str]:
@@ -59,7 +59,7 @@ def test_the_switch_translates_every_registered_component_and_redraws_the_views(
     state = {"rounds": rounds, "pos": 1, "greedy": True, "label": "ngram"}
     for choice in ("中文", "English"):
         out = fn.fn(choice, "ngram", rounds, base, {"baseline": base, "ngram": rounds}, ["ngram", "eagle"], state,
-                    {}, None, None, {}, None, *values)
+                    {}, None, None, None, None, {}, None, *values)
         assert len(out) == len(fn.outputs)
         registered = out[: len(out) - N_VIEWS]
         assert len(registered) > 60  # every label, button, tab, accordion, legend and table header
@@ -69,8 +69,9 @@ def test_the_switch_translates_every_registered_component_and_redraws_the_views(
             assert has_chinese == (choice == "中文") or shown in ("top-p", "API"), shown
     replayed = trace.Trace(model="embedded:x", prompt="hi", runs={"baseline": base, "ngram": rounds})
     sources, _ = app.note_runs({}, {"ngram": rounds}, "embedded:x", "live")
+    deployed = trace.Trace(model="embedded:x", prompt="hi", runs={"ngram": rounds})  # what the live run saved
     zh = fn.fn("中文", "eagle", rounds, base, {"baseline": base, "ngram": rounds}, ["ngram", "medusa"], None, {},
-               None, replayed, sources, "#1 live: ngram", *values)
+               None, replayed, deployed, None, sources, "#1 live: ngram", *values)
     views = zh[len(zh) - N_VIEWS:]
     assert "EAGLE" in views[0] and "单层解码器" in views[0]  # the method's explanation
     assert 'sv-accepted' in views[1] and "第 2 轮" in views[1]  # the live stream's round titles
@@ -78,11 +79,13 @@ def test_the_switch_translates_every_registered_component_and_redraws_the_views(
     assert views[6]["headers"][0] == "轮次" and "与基线完全相同" in views[7] and "预期加速比" in views[8]
     assert "ngram" in views[9]["value"] and not views[10]["visible"]  # the ticked methods that ran, baseline not ticked
     assert "请点击“准备”" in views[19]  # an empty step view
-    assert views[-7].startswith("**记录**") and "提示词查找" in views[-6]  # the replayed trace's heading, production
-    assert "已根据 **ngram** 的实测记录填入" in views[-5]
-    assert "加速比" in views[-4] and views[-3].layout.xaxis.title.text == "k：每轮猜测数"
-    assert views[-2] == app.live_status(rounds, base, True, "zh") and "速度是基线的" in views[-2]  # the live status line
-    assert views[-1] == i18n.text("compare.done", "zh")
+    assert views[-9].startswith("**记录**") and "提示词查找" in views[-8]  # the replayed trace's heading, production
+    assert "已根据 **ngram** 的实测记录填入" in views[-7]
+    assert "加速比" in views[-6] and views[-5].layout.xaxis.title.text == "k：每轮猜测数"
+    assert views[-4] == app.live_status(rounds, base, True, "zh") and "速度是基线的" in views[-4]  # the live status line
+    assert views[-3] == i18n.text("compare.done", "zh")
+    assert views[-2] == app.production_markdown(deployed, "zh") and "提示词查找" in views[-2]  # the live run's snippet
+    assert views[-1] == gr.skip()  # no side-by-side run saved yet
 
 
 def test_handlers_answer_in_the_chosen_language():

@@ -78,7 +78,8 @@ def no_model(monkeypatch):
 def test_a_saved_comparison_replays_with_model_loading_blocked(tmp_path, no_model):
     backend = FakeBackend()
     final = list(app.run_compare(backend, "Count to ten", ["ngram", "eagle"], 4, 0.0, 1.0, 24, 0, "fake-model", {}))[-1]
-    path, deploy = app.trace_file(backend, final[-2], "Count to ten", 4, 0.0, 1.0, 24, 0, "fake-model")
+    path, deploy, saved = app.trace_file(backend, final[-2], "Count to ten", 4, 0.0, 1.0, 24, 0, "fake-model")
+    assert deploy == app.production_markdown(saved) and saved.runs == trace.load(path).runs
     assert "speculative_config" in deploy and "prompt_lookup_num_tokens" in deploy and "eagle" in deploy
     assert list(trace.load(path).runs) == ["baseline", "ngram", "eagle"]
     app.build_demo(app.EngineBackend(("embedded",)))  # the page builds without loading a model too
@@ -111,11 +112,11 @@ def test_a_single_live_run_saves_a_trace(no_model):
     backend = FakeBackend()
     final = list(app.run_single(backend, "hi", "ngram", 4, 0.8, 1.0, 24, 5, "fake-model", False, {}))[-1]
     last_run = final[app.RUN_FIELDS.index("last_run")]
-    path, deploy = app.save_single(backend, last_run, "hi", 4, 0.8, 1.0, 24, 5, "fake-model")
+    path, deploy, _ = app.save_single(backend, last_run, "hi", 4, 0.8, 1.0, 24, 5, "fake-model")
     t = trace.load(path)
     assert "'temperature': 0.8" in deploy and "'num_speculative_tokens': 4" in deploy
     assert list(t.runs) == ["ngram"] and t.sampling == SamplingConfig(temperature=0.8, seed=5)
-    assert app.save_single(backend, [], "hi", 4, 0.8, 1.0, 24, 5, "fake-model") == (None, "")
+    assert app.save_single(backend, [], "hi", 4, 0.8, 1.0, 24, 5, "fake-model") == (None, "", None)
 
 
 def test_replay_errors_are_readable(tmp_path, no_model):
