@@ -67,6 +67,20 @@ def test_step_mask_matches_the_draft_tree():
     assert mask[5, 16:].nonzero().flatten().tolist() == [5]
 
 
+def test_the_learning_rate_anneals_along_whichever_budget_ends_first():
+    from specviz.train.loop import schedule
+
+    steps_only = LoopConfig(steps=1000, warmup=100)
+    assert schedule(0, steps_only) == pytest.approx(0.01) and schedule(99, steps_only) == pytest.approx(1.0)
+    assert schedule(100, steps_only, minutes=50) == pytest.approx(1.0)  # no time limit: steps alone
+    assert schedule(1000, steps_only) == pytest.approx(0.1)
+    timed = LoopConfig(steps=1000, warmup=100, minutes=20)
+    assert schedule(100, timed, minutes=10) == pytest.approx(0.55)  # half the time spent: half way down
+    assert schedule(100, timed, minutes=20) == pytest.approx(0.1) == schedule(1000, timed, minutes=1)
+    assert schedule(550, timed, minutes=1) == pytest.approx(0.55)  # the steps further along
+    assert schedule(50, timed, minutes=30) == pytest.approx(0.51)  # warmup first
+
+
 def _speculate(target, proposer):
     rounds = list(speculate(target, proposer, PROMPTS[3], RunConfig(max_new_tokens=40, k=4), SamplingConfig()))
     return summarize(rounds)["mean_accepted_tokens"], [t for r in rounds for t in r.emitted]

@@ -323,7 +323,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         p = sub.add_parser(name, help=f"train the {name} weights")
         p.add_argument("--out", type=Path, default=ASSETS / name, help="where the weights and card go")
         p.add_argument("--steps", type=int, default=steps)
-        p.add_argument("--minutes", type=float, default=25.0, help="stop after this long (0 = no limit)")
+        p.add_argument("--minutes", type=float, default=25.0,
+                       help="stop after this long (0 = no limit); the learning rate anneals by then")
         p.add_argument("--lr", type=float, default=lr)
         p.add_argument("--batch-tokens", type=int, default=batch, help="tokens (positions for medusa) per batch")
         p.add_argument("--seed", type=int, default=0)

@@ -16,24 +16,28 @@ import torch
 @dataclass(frozen=True)
 class LoopConfig:
     steps: int = 2000  # optimizer steps in all (a resumed run continues up to this)
-    lr: float = 1e-3  # peak learning rate (linear warmup, cosine decay to 10%)
+    lr: float = 1e-3  # peak learning rate (linear warmup, cosine decay to 10% over whichever budget ends first)
     warmup: int = 100  # warmup steps
     weight_decay: float = 0.0
     grad_clip: float = 0.5  # max gradient norm
     seed: int = 0  # seeds the initialisation and the batch order
     save_every: int = 200  # checkpoint every this many steps
     eval_every: int = 200  # held-out metrics every this many steps
-    minutes: float = 0.0  # stop (after a checkpoint) once this much wall time passed; 0 = no limit
+    minutes: float = 0.0  # stop (after a checkpoint) once this run has trained this long; 0 = no limit
 
 
 Batches = Callable[[int], Iterator[dict]]  # epoch -> batches of that epoch (seeded by the epoch)
 LossFn = Callable[[dict], tuple[torch.Tensor, dict[str, float]]]
 
 
-def schedule(step: int, config: LoopConfig) -> float:
+def schedule(step: int, config: LoopConfig, minutes: float = 0.0) -> float:
+    """The learning rate's factor: linear warmup, then a cosine to 10% along whichever budget is further
+    spent, the steps or this run's minutes, so that a run stopped by its time limit ends annealed too."""
     if step < config.warmup:
         return (step + 1) / config.warmup
     progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    if config.minutes:
+        progress = max(progress, minutes / config.minutes)
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
@@ -61,7 +65,7 @@ def train(model: torch.nn.Module, loss_fn: LossFn, batches: Batches, evaluate: C
                 if index < state["batch"]:
                     continue  # resuming inside an epoch: skip what was already seen
                 for group in optimizer.param_groups:
-                    group["lr"] = config.lr * schedule(state["step"], config)
+                    group["lr"] = config.lr * schedule(state["step"], config, (state["seconds"] - start) / 60)
                 loss, metrics = loss_fn(batch)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
