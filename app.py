@@ -1043,7 +1043,8 @@ def wire_language(ui: Page, language: gr.Radio, c: dict, live: dict, side: dict,
                   calc: dict) -> None:
     """The switch: every registered text, and the views redrawn from the states that hold their runs."""
     states = [c["method"], live["rounds"], live["base"], side["runs"], side["chosen"], step["state"],
-              replayed["runs"], replayed["state"], replayed["trace"], live["deployed"], side["deployed"], calc["sources"], calc["source"], *calc["values"]]
+              replayed["runs"], replayed["state"], replayed["trace"], live["deployed"], side["deployed"],
+              calc["sources"], calc["source"], *calc["values"]]
     views = [c["method_info"], live["stream"], *live["figures"], live["table"], live["lossless"], live["formula"],
              *side["columns"], side["summary"], *side["figures"], *step["view"], *replayed["columns"],
              replayed["summary"], *replayed["figures"], *replayed["view"], replayed["status"], replayed["deploy"],

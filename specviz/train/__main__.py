@@ -106,9 +106,10 @@ def _previous(args: argparse.Namespace, name: str) -> Start:
     ckpt, record = args.work / f"{name}.ckpt", args.work / f"{name}.continues.json"
     if ckpt.is_file():
         before = json.loads(record.read_text()) if record.is_file() else None
-        return Start(torch.load(ckpt, map_location="cpu", weights_only=True)["model"], None, before)
+        # mmap: the loop reads the checkpoint again to resume; here only the draft vocabulary (d2t) is looked at
+        return Start(torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)["model"], None, before)
     record.unlink(missing_ok=True)
-    if getattr(args, "init", None) is None:
+    if args.init is None:
         return Start()
     from ..assets import first_file, read_tensors
 
