@@ -547,10 +547,17 @@ def open_trace(upload: Any, demo: Optional[str], lang: str = "en") -> trace.Trac
         raise error("err.trace_bad", lang, reason=str(err)) from err
 
 
+def run_label(label: str, rounds: list[Round], lang: str = "en") -> str:
+    """A run's name, with its largest tree when it proposed trees (read from its rounds: older traces too)."""
+    trees = [r for r in rounds if any(p != i - 1 for i, p in enumerate(r.parents))]
+    return i18n.text("trace.tree", lang, label=label, nodes=max(r.n_proposed for r in trees)) if trees else label
+
+
 def trace_heading(t: trace.Trace, lang: str = "en") -> str:
     s, libs = t.sampling, ", ".join(f"{k} {v}" for k, v in t.versions.items())
     prompt = t.prompt if len(t.prompt) <= 200 else t.prompt[:199] + "…"
-    return i18n.text("trace.heading", lang, runs=", ".join(t.runs), model=t.model, k=t.run.k,
+    return i18n.text("trace.heading", lang, runs=", ".join(run_label(label, rounds, lang) for label, rounds in t.runs.items()),
+                     model=t.model, k=t.run.k,
                      temperature=f"{s.temperature:g}", top_p=f"{s.top_p:g}", seed=s.seed,
                      max_new_tokens=t.run.max_new_tokens, created=t.created or "?",
                      libs=i18n.text("trace.libs", lang, libs=libs) if libs else "", prompt=prompt)

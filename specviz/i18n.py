@@ -205,6 +205,7 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "trace.heading": "**Trace** of {runs} on `{model}` · k {k} · temperature {temperature} · top-p {top_p} · "
                      "seed {seed} · {max_new_tokens} tokens max · recorded {created}{libs}  \n> {prompt}",
     "trace.libs": " with {libs}",
+    "trace.tree": "{label} (trees of up to {nodes} nodes)",
     # --- production ---
     "production.intro": "The same settings for a production server (vLLM) and for transformers' `generate()`; "
                         "what has no equivalent is said, not invented.",
@@ -512,6 +513,7 @@ ZH = {
     "replay.step": "逐轮模式",
     "trace.heading": "**记录**：{runs}，模型 `{model}` · k {k} · 温度 {temperature} · top-p {top_p} · 种子 {seed} · 最多 {max_new_tokens} 个 token · 录制于 {created}{libs}  \n> {prompt}",
     "trace.libs": "，使用 {libs}",
+    "trace.tree": "{label}（每轮最多 {nodes} 个节点的树）",
     # --- production ---
     "production.intro": "同样的设置在生产服务器（vLLM）和 transformers 的 `generate()` 中的写法；没有对应功能的地方会直接说明，而不是编造。",
     "production.no_vllm": "vLLM：没有对应的配置。",

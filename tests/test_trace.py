@@ -148,3 +148,13 @@ def test_the_demo_traces_load_and_replay(no_model):
         assert any(r.temperature == 0.8 for rounds in t.runs.values() for r in rounds)
         assert any(r.bonus_source == "residual" for rounds in t.runs.values() for r in rounds)
 
+
+
+def test_the_heading_names_each_tree_runs_largest_tree():
+    runs = {m: list(canned_run(m, 12, k)) for m, k in (("baseline", 4), ("ngram", 4), ("eagle", 3))}
+    t = trace.Trace(model="tiny", prompt="p", runs=runs)
+    biggest = max(r.n_proposed for r in runs["eagle"])
+    assert biggest == 6  # two candidates at each of 3 depths
+    heading = app.trace_heading(t)
+    assert "baseline, ngram, eagle (trees of up to 6 nodes)" in heading  # chains are named as they are
+    assert "eagle（每轮最多 6 个节点的树）" in app.trace_heading(t, "zh")
