@@ -169,6 +169,33 @@ def test_a_resumed_eagle_keeps_its_checkpoints_draft_vocabulary(cached, tmp_path
     assert data["draft_vocab"] == 64
 
 
+def test_the_loop_measures_where_a_run_starts_once(cached, tmp_path):
+    """The held-out curve starts at the weights the run starts from (what --init gains is then read off one run);
+    a resumed run does not measure its start again."""
+    from argparse import Namespace
+
+    from specviz.train.__main__ import _card
+
+    target, folder = cached
+    feats = features.load(folder)
+    draft_ids = torch.arange(target.vocab_size)
+    heads = MedusaHeads(target.model.config.hidden_size, 2).double()
+    loss = partial(medusa_loss, heads, lm_rows(target, draft_ids).double(), draft_ids)
+    batches = medusa_batches(feats, 2, 128, seed=0)
+    fixed = next(batches(0))
+    evaluate = lambda: {"loss": float(loss(fixed)[0])}  # noqa: E731
+    before = evaluate()["loss"]
+    config = LoopConfig(steps=6, lr=1e-2, warmup=1, eval_every=3, save_every=3)
+    state = train(heads, loss, batches, evaluate, config, tmp_path, "medusa")
+    assert [e["step"] for e in state["evals"]] == [0, 3, 6]
+    assert state["evals"][0]["loss"] == pytest.approx(before) and state["evals"][-1]["loss"] < before
+    state = train(heads, loss, batches, evaluate, LoopConfig(**{**config.__dict__, "steps": 9}), tmp_path, "medusa")
+    assert [e["step"] for e in state["evals"]] == [0, 3, 6, 9]
+    args = Namespace(steps=9, lr=1e-2, seed=0, minutes=0, eval_every=3)
+    card = _card("medusa", target, {}, state, args)
+    assert card["heldout_start"] == state["evals"][0] and card["heldout"] == state["evals"][-1]
+
+
 def test_init_continues_shipped_weights_and_counts_their_training(cached, tmp_path):
     """--init on a machine without the checkpoint: the shipped weights are copied in (the right target and
     architecture only), the draft vocabulary is theirs, and the card adds the steps they already had,

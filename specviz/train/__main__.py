@@ -169,7 +169,8 @@ def _card(method: str, target, data: dict, state: dict, args: argparse.Namespace
         training.update(steps=before.get("steps", 0) + state["step"], seconds=before.get("seconds", 0) + training["seconds"],
                         this_run={"steps": state["step"], "seconds": training["seconds"]}, continues=before)
     return {"method": method, "target": signature(target), "data": data, "training": training,
-            "heldout": state["evals"][-1] if state["evals"] else {}, "licence": LICENCE,
+            "heldout": state["evals"][-1] if state["evals"] else {},
+            "heldout_start": state["evals"][0] if len(state["evals"]) > 1 else {}, "licence": LICENCE,
             "made": time.strftime("%Y-%m-%d"), **extra}
 
 

@@ -57,6 +57,10 @@ def train(model: torch.nn.Module, loss_fn: LossFn, batches: Batches, evaluate: C
         optimizer.load_state_dict(saved["optimizer"])
         state = json.loads(saved["state"])
         print(f"[train] resuming {name} at step {state['step']}", file=sys.stderr)
+    if not state["evals"]:  # where the run starts from (fresh, or --init's weights): the curve's first point
+        model.eval()
+        state["evals"].append({"step": state["step"], **evaluate()})
+        print(f"[{name}] step {state['step']} (start): {state['evals'][-1]}", file=sys.stderr)
     start, began = state["seconds"], time.perf_counter()
     model.train()
     with tqdm(total=config.steps, initial=state["step"], desc=name, unit="step", file=sys.stderr) as bar:
