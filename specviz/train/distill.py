@@ -1,6 +1,6 @@
 """python -m specviz.train.distill: the target answers training prompts greedily; token ids are saved.
 
-Resumable (prompts already answered are skipped), batched with left padding, progress bar.
+Resumable (prompts already answered are skipped), batched (32 prompts) with left padding, progress bar.
 Greedy answers are what the speculative methods must predict at temperature 0.
 """
 from __future__ import annotations
@@ -53,7 +53,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specviz.train.distill", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--limit", type=int, default=None, help="answer at most this many prompts in all")
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=32,
+                        help="prompts answered together (32: about 1.25x the answers an hour of 16 on 2 CPU threads)")
     parser.add_argument("--max-new-tokens", type=int, default=192)
     parser.add_argument("--max-prompt-tokens", type=int, default=448)
     parser.add_argument("--threads", type=int, default=None)
