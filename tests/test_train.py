@@ -108,13 +108,18 @@ def test_eagle_training_lowers_the_loss_resumes_and_helps(cached, tmp_path):
     assert text == same and trained > untrained
 
 
-def test_medusa_training_lowers_the_loss_and_measures_rank_accuracy(cached, tmp_path):
+def _medusa(cached, n_heads: int):
+    """Fresh Medusa heads on the cached features, with their loss and batches (full vocabulary, float64)."""
     target, folder = cached
     feats = features.load(folder)
     draft_ids = torch.arange(target.vocab_size)
-    heads = MedusaHeads(target.model.config.hidden_size, 3).double()
+    heads = MedusaHeads(target.model.config.hidden_size, n_heads).double()
     loss = partial(medusa_loss, heads, lm_rows(target, draft_ids).double(), draft_ids)
-    batches = medusa_batches(feats, 3, 128, seed=0)
+    return target, feats, heads, loss, medusa_batches(feats, n_heads, 128, seed=0)
+
+
+def test_medusa_training_lowers_the_loss_and_measures_rank_accuracy(cached, tmp_path):
+    target, feats, heads, loss, batches = _medusa(cached, 3)
     before = float(loss(next(batches(0)))[0].detach())
     train(heads, loss, batches, lambda: {}, LoopConfig(steps=40, lr=1e-2, warmup=4), tmp_path, "medusa")
     assert float(loss(next(batches(0)))[0].detach()) < before
@@ -176,12 +181,7 @@ def test_the_loop_measures_where_a_run_starts_once(cached, tmp_path):
 
     from specviz.train.__main__ import _card
 
-    target, folder = cached
-    feats = features.load(folder)
-    draft_ids = torch.arange(target.vocab_size)
-    heads = MedusaHeads(target.model.config.hidden_size, 2).double()
-    loss = partial(medusa_loss, heads, lm_rows(target, draft_ids).double(), draft_ids)
-    batches = medusa_batches(feats, 2, 128, seed=0)
+    target, _, heads, loss, batches = _medusa(cached, 2)
     fixed = next(batches(0))
     evaluate = lambda: {"loss": float(loss(fixed)[0])}  # noqa: E731
     before = evaluate()["loss"]
