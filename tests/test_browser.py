@@ -111,7 +111,9 @@ def test_step_mode_narrates_one_round_per_click(page: Page, shots: Path):
 
 def test_a_shipped_trace_plays_with_colours_charts_and_steps(page: Page, shots: Path):
     replay(page, "eagle", 10, TIMEOUT_S)
-    expect(page.locator("#replay-status")).to_contain_text("Trace of baseline, eagle, medusa, draft")
+    status = page.locator("#replay-status")  # each tree run is named with its largest tree
+    expect(status).to_contain_text("Trace of baseline, eagle (trees of up to 48 nodes), medusa (trees of up to 40")
+    expect(status).to_contain_text("draft (trees of up to 48 nodes)")
     columns = page.locator("div.block.sv-column:visible")  # gradio puts the class on the block and its content
     expect(columns).to_have_count(4)
     expect_coloured_tokens(columns.nth(1))
