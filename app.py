@@ -556,8 +556,8 @@ def run_label(label: str, rounds: list[Round], lang: str = "en") -> str:
 def trace_heading(t: trace.Trace, lang: str = "en") -> str:
     s, libs = t.sampling, ", ".join(f"{k} {v}" for k, v in t.versions.items())
     prompt = t.prompt if len(t.prompt) <= 200 else t.prompt[:199] + "…"
-    return i18n.text("trace.heading", lang, runs=", ".join(run_label(label, rounds, lang) for label, rounds in t.runs.items()),
-                     model=t.model, k=t.run.k,
+    runs = ", ".join(run_label(label, rounds, lang) for label, rounds in t.runs.items())
+    return i18n.text("trace.heading", lang, runs=runs, model=t.model, k=t.run.k,
                      temperature=f"{s.temperature:g}", top_p=f"{s.top_p:g}", seed=s.seed,
                      max_new_tokens=t.run.max_new_tokens, created=t.created or "?",
                      libs=i18n.text("trace.libs", lang, libs=libs) if libs else "", prompt=prompt)
