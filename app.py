@@ -549,7 +549,7 @@ def open_trace(upload: Any, demo: Optional[str], lang: str = "en") -> trace.Trac
 
 def run_label(label: str, rounds: list[Round], lang: str = "en") -> str:
     """A run's name, with its largest tree when it proposed trees (read from its rounds: older traces too)."""
-    trees = [r for r in rounds if any(p != i - 1 for i, p in enumerate(r.parents))]
+    trees = [r for r in rounds if not r.is_chain]
     return i18n.text("trace.tree", lang, label=label, nodes=max(r.n_proposed for r in trees)) if trees else label
 
 

@@ -60,6 +60,11 @@ class Round:
     def n_accepted(self) -> int:
         return len(self.accepted_path)
 
+    @property
+    def is_chain(self) -> bool:
+        """The guesses form one path (parents [-1, 0, 1, ...]); a round that guessed nothing is one too."""
+        return self.parents == list(range(-1, self.n_proposed - 1))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

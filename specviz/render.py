@@ -239,7 +239,7 @@ def narrate(r: Round, greedy: bool, lang: str = "en") -> str:
         lines.append(text("narr.plain", lang, why=why, piece=_q(r.bonus_piece), p=fmt_prob(r.bonus_prob)))
         return "\n\n".join(lines + _stop_line(r, lang))
     guesses = ", ".join(_q(r.pieces[i]) for i in range(r.n_proposed))
-    shape = text("narr.chain" if r.parents == list(range(-1, r.n_proposed - 1)) else "narr.tree", lang)
+    shape = text("narr.chain" if r.is_chain else "narr.tree", lang)
     lines.append(text("narr.guessed", lang, method=r.method, n=r.n_proposed, shape=shape, guesses=guesses))
     kept = ", ".join(_q(r.pieces[i]) for i in r.accepted_path) or text("narr.none", lang)
     lines.append(text("narr.kept", lang, n=r.n_accepted, kept=kept))

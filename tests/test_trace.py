@@ -149,7 +149,6 @@ def test_the_demo_traces_load_and_replay(no_model):
         assert any(r.bonus_source == "residual" for rounds in t.runs.values() for r in rounds)
 
 
-
 def test_the_heading_names_each_tree_runs_largest_tree():
     runs = {m: list(canned_run(m, 12, k)) for m, k in (("baseline", 4), ("ngram", 4), ("eagle", 3))}
     t = trace.Trace(model="tiny", prompt="p", runs=runs)
