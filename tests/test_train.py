@@ -183,7 +183,7 @@ def test_the_loop_measures_where_a_run_starts_once(cached, tmp_path):
 
     target, _, heads, loss, batches = _medusa(cached, 2)
     fixed = next(batches(0))
-    evaluate = lambda: {"loss": float(loss(fixed)[0])}  # noqa: E731
+    evaluate = lambda: {"loss": float(loss(fixed)[0].detach())}  # noqa: E731
     before = evaluate()["loss"]
     config = LoopConfig(steps=6, lr=1e-2, warmup=1, eval_every=3, save_every=3)
     state = train(heads, loss, batches, evaluate, config, tmp_path, "medusa")
