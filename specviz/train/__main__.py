@@ -200,7 +200,8 @@ def eagle_main(args: argparse.Namespace) -> int:
         head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
     _start_from(head, start, target, args.init)
     embed, rows, ids = target.model.get_input_embeddings(), lm_rows(target, draft_ids), draft_ids.to(device)
-    loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight)
+    loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight,
+                   prompt_weight=args.prompt_weight)
     held_loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt)
     evaluate = lambda: mean_metrics(held_loss, sequence_batches(held, args.batch_tokens, 0, layers,  # noqa: E731
                                                                 device=device)(0))
@@ -339,6 +340,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     sub.choices["eagle"].add_argument("--ttt", type=int, default=3, help="draft steps unrolled in training")
     sub.choices["eagle"].add_argument("--noise", type=float, default=0.05, help="relative uniform feature noise")
     sub.choices["eagle"].add_argument("--ce-weight", type=float, default=0.5)
+    sub.choices["eagle"].add_argument("--prompt-weight", type=float, default=1.0,
+                                      help="loss weight of positions that guess a prompt token (answer tokens: 1)")
     sub.choices["eagle"].add_argument("--eagle3", action="store_true",
                                       help="an EAGLE-3 head on fused low/middle/high features (features --eagle3 first)")
     sub.choices["eagle"].add_argument("--init-last-layer", action="store_true",

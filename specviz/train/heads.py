@@ -114,11 +114,13 @@ def sequence_batches(feats: Features, batch_tokens: int, seed: int, layers=(-1,)
         tokens = torch.zeros(len(group), width, dtype=torch.long)
         top1 = torch.zeros(len(group), width, dtype=torch.long)
         valid = torch.zeros(len(group), width, dtype=torch.bool)
+        answer = torch.zeros(len(group), width, dtype=torch.bool)  # the answer's tokens (the prompt's are not)
         f = torch.zeros(len(group), width, sum(feats.feats[layer].shape[1] for layer in layers))
-        for row, (a, b, _) in enumerate(group):
+        for row, (a, b, s) in enumerate(group):
             tokens[row, : b - a], top1[row, : b - a], valid[row, : b - a] = feats.tokens[a:b], feats.top1[a:b], True
+            answer[row, s - a: b - a] = True
             f[row, : b - a] = torch.cat([feats.feats[layer][a:b] for layer in layers], -1).float()
-        return {"tokens": tokens, "top1": top1, "valid": valid, "f": f}
+        return {"tokens": tokens, "top1": top1, "valid": valid, "answer": answer, "f": f}
 
     def epoch(number: int) -> Iterator[dict]:
         for i in torch.randperm(len(groups), generator=torch.Generator().manual_seed(seed + number)).tolist():
@@ -137,13 +139,16 @@ def step_mask(steps_before: int, n: int) -> torch.Tensor:
 
 
 def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise: float = 0.0,
-               ce_weight: float = 0.5, decay: float = 0.8):
+               ce_weight: float = 0.5, decay: float = 0.8, prompt_weight: float = 1.0):
     """Step 0 reads (emb(x_{t+1}), f_t); step s reads the output of step s-1 at t-1, like tree depth s+1.
     EAGLE-1/2: each output regresses f_{t+1} (smooth L1) and matches the target's distribution there (soft CE).
     EAGLE-3: f_t is the fused low/middle/high features (batch "f" holds them, then the last layer, which
-    only teaches); the loss is the soft CE alone, through the head's own norm and LM head."""
+    only teaches); the loss is the soft CE alone, through the head's own norm and LM head.
+    Drafting happens in answers: a position whose guessed token x_{t+2} lies in the prompt counts prompt_weight
+    times. Metrics: acc<s> over every position, ans<s> over the answers' (what the bench's rounds see)."""
     x, f, valid, top1 = batch["tokens"], batch["f"].to(rows.dtype), batch["valid"], batch["top1"]
     n = x.shape[1] - 1
+    answer = batch["answer"][:, 1:] & valid[:, 1:]  # loss position t guesses x_{t+2}: an answer token when x_{t+1} is
     emb = embed(x[:, 1:]).to(rows.dtype)  # (B, n, H): x_{t+1}
     inputs, f = (f[..., :-rows.shape[1]], f[..., -rows.shape[1]:]) if head.eagle3 else (f, f)
     feature = inputs[:, :-1]
@@ -160,14 +165,18 @@ def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise:
         keys.append(k)
         values.append(v)
         logp = torch.log_softmax(head.logits(out, rows), -1)
-        ok = (valid[:, 1:] & (torch.arange(n, device=x.device) >= s)[None]).float()
+        reached = (torch.arange(n, device=x.device) >= s)[None]
+        ok = (valid[:, 1:] & reached).float()
+        weight = ok * torch.where(answer, 1.0, prompt_weight)
         if head.eagle3:
             per_pos = soft_ce(logp, teacher)
         else:
             per_pos = F.smooth_l1_loss(out, target_f, reduction="none").mean(-1) + ce_weight * soft_ce(logp, teacher)
-        total = total + decay ** s * (per_pos * ok).sum() / ok.sum().clamp(min=1)
+        total = total + decay ** s * (per_pos * weight).sum() / weight.sum().clamp(min=1e-6)
         hits = (draft_ids[logp.argmax(-1)] == top1[:, 1:]).float()
         metrics[f"acc{s}"] = float((hits * ok).sum() / ok.sum().clamp(min=1))
+        in_answer = (answer & reached).float()
+        metrics[f"ans{s}"] = float((hits * in_answer).sum() / in_answer.sum().clamp(min=1))
         feature = torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], 1)  # position t reads out[t-1]
     return total, metrics
 
