@@ -341,7 +341,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     sub.choices["eagle"].add_argument("--noise", type=float, default=0.05, help="relative uniform feature noise")
     sub.choices["eagle"].add_argument("--ce-weight", type=float, default=0.5)
     sub.choices["eagle"].add_argument("--prompt-weight", type=float, default=1.0,
-                                      help="loss weight of positions that guess a prompt token (answer tokens: 1)")
+                                      help="loss weight of positions whose root token is in the prompt (drafting sees answers: 1)")
     sub.choices["eagle"].add_argument("--eagle3", action="store_true",
                                       help="an EAGLE-3 head on fused low/middle/high features (features --eagle3 first)")
     sub.choices["eagle"].add_argument("--init-last-layer", action="store_true",

@@ -144,11 +144,11 @@ def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise:
     EAGLE-1/2: each output regresses f_{t+1} (smooth L1) and matches the target's distribution there (soft CE).
     EAGLE-3: f_t is the fused low/middle/high features (batch "f" holds them, then the last layer, which
     only teaches); the loss is the soft CE alone, through the head's own norm and LM head.
-    Drafting happens in answers: a position whose guessed token x_{t+2} lies in the prompt counts prompt_weight
-    times. Metrics: acc<s> over every position, ans<s> over the answers' (what the bench's rounds see)."""
+    Drafting happens in answers, from the first answer token on: a position whose root x_{t+1} is a prompt token
+    counts prompt_weight times. Metrics: acc<s> over every position, ans<s> over the answers' (what drafting sees)."""
     x, f, valid, top1 = batch["tokens"], batch["f"].to(rows.dtype), batch["valid"], batch["top1"]
     n = x.shape[1] - 1
-    answer = batch["answer"][:, 1:] & valid[:, 1:]  # loss position t guesses x_{t+2}: an answer token when x_{t+1} is
+    answer = batch["answer"][:, 1:] & valid[:, 1:]  # loss position t: its root x_{t+1} is an answer token
     emb = embed(x[:, 1:]).to(rows.dtype)  # (B, n, H): x_{t+1}
     inputs, f = (f[..., :-rows.shape[1]], f[..., -rows.shape[1]:]) if head.eagle3 else (f, f)
     feature = inputs[:, :-1]
