@@ -87,26 +87,30 @@ def _speculate(target, proposer):
 
 
 def test_eagle_loss_can_weigh_the_answers_that_drafting_sees(cached):
-    """Batches mark the answer tokens; a prompt weight of 0 counts only positions that guess an answer token."""
+    """Batches mark the answer tokens; a prompt weight of 0 counts only positions whose root is an answer token."""
     target, folder = cached
     feats = features.load(folder)
     draft_ids = draft_vocabulary(feats, 64, target.vocab_size)
     head = new_head(target, draft_ids=draft_ids).double()
-    loss = partial(eagle_loss, head, target.model.get_input_embeddings(), lm_rows(target, draft_ids).double(),
-                   draft_ids, steps=2)
+    embed, rows = target.model.get_input_embeddings(), lm_rows(target, draft_ids).double()
+    loss = partial(eagle_loss, head, embed, rows, draft_ids, steps=2)
     batch = next(sequence_batches(feats, 256, seed=0)(0))
-    starts = {b - a: s - a for a, b, s in feats.spans}  # answer start by length (one batch: similar lengths)
+    starts = {tuple(feats.tokens[a:b].tolist()): s - a for a, b, s in feats.spans}  # each sequence's answer start
     for row in range(len(batch["tokens"])):
         length = int(batch["valid"][row].sum())
-        assert batch["answer"][row].nonzero().flatten().tolist() == list(range(starts[length], length))
+        start = starts[tuple(batch["tokens"][row, :length].tolist())]
+        assert batch["answer"][row].nonzero().flatten().tolist() == list(range(start, length))
     weighted, metrics = loss(batch, prompt_weight=0.0)
     masked, masked_metrics = loss({**batch, "valid": batch["valid"] & batch["answer"]}, prompt_weight=1.0)
     assert float(weighted.detach()) != pytest.approx(float(loss(batch)[0].detach()))  # the prompt counted before
-    assert float(weighted.detach()) == pytest.approx(float(masked.detach())) and metrics["ans0"] == pytest.approx(masked_metrics["acc0"])
-    hits = (draft_ids[torch.log_softmax(head.step(  # step 0 by hand: its top guess against the target's, on answers
-        target.model.get_input_embeddings()(batch["tokens"][:, 1:]).double(), batch["f"][:, :-1].double(),
-        torch.arange(batch["tokens"].shape[1] - 1)[None], None, step_mask(0, batch["tokens"].shape[1] - 1)[None, None]
-    )[0] @ lm_rows(target, draft_ids).double().T, -1).argmax(-1)] == batch["top1"][:, 1:])
+    assert float(weighted.detach()) == pytest.approx(float(masked.detach()))
+    assert metrics["ans0"] == pytest.approx(masked_metrics["acc0"])
+    # step 0 by hand: the head's top guess against the target's, counted on answer positions only
+    n = batch["tokens"].shape[1] - 1
+    with torch.no_grad():
+        out, _ = head.step(embed(batch["tokens"][:, 1:]).double(), batch["f"][:, :-1].double(), torch.arange(n)[None],
+                           None, step_mask(0, n)[None, None])
+    hits = draft_ids[(out @ rows.T).argmax(-1)] == batch["top1"][:, 1:]
     on_answer = batch["answer"][:, 1:] & batch["valid"][:, 1:]
     assert metrics["ans0"] == pytest.approx(float(hits[on_answer].float().mean()))
 
