@@ -96,10 +96,10 @@ def tiny_medusa(seed: int = 0):
 
 
 @functools.lru_cache(maxsize=None)
-def tiny_eagle(seed: int = 0, eagle3: bool = False, layers: int = 2):
+def tiny_eagle(seed: int = 0, eagle3: bool = False, layers: int = 2, head_layers: int = 1):
     """A random EAGLE head for tiny_target(seed, layers); EAGLE-3 with a draft vocabulary of even ids."""
     from specviz.methods.eagle import bind, new_head
 
     target = tiny_target(seed, layers)
     draft_ids = torch.arange(0, TINY_VOCAB, 2) if eagle3 else None
-    return bind(new_head(target, eagle3=eagle3, draft_ids=draft_ids, seed=seed), target)
+    return bind(new_head(target, eagle3=eagle3, draft_ids=draft_ids, seed=seed, n_layers=head_layers), target)

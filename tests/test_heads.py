@@ -72,12 +72,13 @@ def reference_draft(weights, target, ids, path):
     return probs
 
 
-@pytest.mark.parametrize("eagle3", [False, True])
-def test_eagle_tree_equals_the_head_run_step_by_step(eagle3):
+@pytest.mark.parametrize("eagle3, head_layers", [(False, 1), (True, 1), (False, 2)])
+def test_eagle_tree_equals_the_head_run_step_by_step(eagle3, head_layers):
     """Batched tree drafting (shared cache, tree masks, depth positions) == the naive computation,
-    in the first round and after several rounds of incremental caching."""
+    in the first round and after several rounds of incremental caching; also for a head of two layers
+    (a cache per layer)."""
     layers = 4 if eagle3 else 2
-    target, weights = tiny_target(0, layers), tiny_eagle(0, eagle3, layers)
+    target, weights = tiny_target(0, layers), tiny_eagle(0, eagle3, layers, head_layers)
     seen = []
 
     class Spy(EagleProposer):
@@ -158,13 +159,20 @@ def eagle_checkpoint(folder, weights, *, rename_midlayer=False, with_embedding=F
     (folder / "config.json").write_text(json.dumps(config))
 
 
-@pytest.mark.parametrize("eagle3, rename", [(False, False), (True, False), (True, True)])
-def test_eagle_public_layouts_load_to_the_same_proposals(tmp_path, eagle3, rename):
+@pytest.mark.parametrize("eagle3, rename, head_layers", [(False, False, 1), (True, False, 1), (True, True, 1),
+                                                      (False, False, 2)])
+def test_eagle_public_layouts_load_to_the_same_proposals(tmp_path, eagle3, rename, head_layers):
     layers = 4 if eagle3 else 2
-    target, weights = tiny_target(0, layers), tiny_eagle(0, eagle3, layers)
+    target, weights = tiny_target(0, layers), tiny_eagle(0, eagle3, layers, head_layers)
     eagle_checkpoint(tmp_path / "eagle", weights, rename_midlayer=rename, with_embedding=not eagle3)
+    if head_layers == 2:  # EAGLE's own code: layers after the first have an input_layernorm; the config says 1
+        keys = torch.load(tmp_path / "eagle" / "pytorch_model.bin").keys()
+        assert "layers.1.input_layernorm.weight" in keys and "layers.0.input_layernorm.weight" not in keys
+        config = json.loads((tmp_path / "eagle" / "config.json").read_text())
+        (tmp_path / "eagle" / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
     loaded = load_eagle(tmp_path / "eagle", target)
     assert loaded.head.eagle3 == eagle3 and loaded.hidden_layers == weights.hidden_layers
+    assert len(loaded.head.stack) == head_layers
     if eagle3:
         assert loaded.hidden_layers == (2, 2, 1)  # entering layers 2, L//2 and L-3 of a 4-layer target
         assert torch.equal(loaded.draft_ids.cpu(), torch.arange(0, TINY_VOCAB, 2))

@@ -2,6 +2,7 @@
 and trained heads that the engine then accepts more often than untrained ones."""
 from __future__ import annotations
 
+from copy import deepcopy
 from functools import partial
 
 import pytest
@@ -336,3 +337,41 @@ def test_an_eagle3_head_trains_on_fused_features_and_drafts_losslessly(tmp_path)
     untrained, same = _speculate(target, EagleProposer(bind(new_head(target, eagle3=True, draft_ids=draft_ids), target)))
     baseline = _speculate(target, Baseline())[1]
     assert text == same == baseline and trained > untrained
+
+
+def test_init_grows_an_eagle_head_by_layers_that_start_as_the_identity(cached, tmp_path):
+    """--head-layers 2 from a one-layer --init: the grown head drafts exactly as the one it grew from, then
+    training uses the new layer; it is saved and loaded in EAGLE's layout; a head never shrinks."""
+    from argparse import Namespace
+
+    from specviz.assets import signature
+    from specviz.methods.eagle import load_eagle, save_eagle
+    from specviz.train.__main__ import _eagle_head, _previous
+
+    target, folder = cached
+    feats = features.load(folder)
+    ids = draft_vocabulary(feats, 64, target.vocab_size)
+    one = new_head(target, draft_ids=ids, seed=3)
+    save_eagle(tmp_path / "one", one, {"target": signature(target), "training": {"steps": 5}}, dtype=torch.float32)
+    args = Namespace(work=tmp_path / "work", init=tmp_path / "one", head_layers=2, eagle3=False, seed=0,
+                     init_last_layer=False)
+    grown = _eagle_head(args, target, _previous(args, "eagle"), ids)
+    assert len(grown.layers) == 2 and torch.equal(grown.layers[0].mlp.up_proj.weight, one.layers[0].mlp.up_proj.weight)
+    assert float(grown.layers[1].mlp.up_proj.weight.detach().abs().sum()) > 0  # only the output projections are 0
+    as_one, as_grown = (_speculate(target, EagleProposer(bind(deepcopy(h), target))) for h in (one, grown))
+    assert as_grown == as_one
+
+    loss = partial(eagle_loss, grown, target.model.get_input_embeddings(), lm_rows(target, ids), ids, steps=2)
+    train(grown, loss, sequence_batches(feats, 256, seed=0), lambda: {}, LoopConfig(steps=10, lr=3e-3, warmup=1),
+          tmp_path / "work", "eagle")
+    assert float(grown.layers[1].self_attn.o_proj.weight.detach().abs().sum()) > 0
+    save_eagle(tmp_path / "two", grown, {"target": signature(target)}, dtype=torch.float32)
+    loaded = load_eagle(tmp_path / "two", target)
+    assert len(loaded.head.layers) == 2
+    assert _speculate(target, EagleProposer(loaded)) == _speculate(target, EagleProposer(bind(deepcopy(grown), target)))
+
+    with pytest.raises(SystemExit, match="the checkpoint in .* has 2"):  # resuming keeps the checkpoint's layers
+        _eagle_head(Namespace(**{**vars(args), "head_layers": 3}), target, _previous(args, "eagle"), ids)
+    fresh = Namespace(**{**vars(args), "work": tmp_path / "w2", "init": tmp_path / "two", "head_layers": 1})
+    with pytest.raises(SystemExit, match="a head only grows"):
+        _eagle_head(fresh, target, _previous(fresh, "eagle"), ids)

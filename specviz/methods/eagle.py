@@ -1,10 +1,11 @@
-"""EAGLE-2: a one-layer autoregressive draft head over [token embedding, target feature], drafting
+"""EAGLE-2: a one-layer (or few-layer) autoregressive draft head over [token embedding, target feature], drafting
 a dynamic tree that the target verifies in one forward. Also loads EAGLE-1/2 and EAGLE-3 checkpoints.
 
 Pairing (shift by one): draft position t reads (emb(x_{t+1}), f_t) and its output approximates
 f_{t+1}, whose logits guess x_{t+2}. Deeper tree levels read the draft's own output in place of f.
   EAGLE-1/2 (ours too): f = the target's last hidden state after the final norm; fc(2H -> H) over
-    [emb, f]; one Llama layer without input_layernorm; logits = the target's LM head on the output,
+    [emb, f]; Llama layers, the first without input_layernorm (EAGLE's own code allows several; the
+    public heads have one); logits = the target's LM head on the output,
     restricted to a draft vocabulary (d2t) when the checkpoint has one (much cheaper per step).
   EAGLE-3: f = the hidden states entering target layers 2, L//2 and L-3, fused by fc(3H -> H);
     the layer attends over [input_layernorm(emb), hidden_norm(h)]; logits = its own
@@ -59,9 +60,9 @@ class DraftAttention(nn.Module):
 
 
 class DraftLayer(nn.Module):
-    """One Llama decoder layer as EAGLE uses it (no input_layernorm in EAGLE-1/2; two input norms in EAGLE-3)."""
+    """One Llama decoder layer as EAGLE uses it (EAGLE-1/2: no input_layernorm in the first; EAGLE-3: two input norms)."""
 
-    def __init__(self, config, eagle3: bool):
+    def __init__(self, config, eagle3: bool, index: int = 0):
         from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
 
         super().__init__()
@@ -70,23 +71,27 @@ class DraftLayer(nn.Module):
         self.self_attn = DraftAttention(config, 2 * hidden if eagle3 else hidden)
         self.mlp = LlamaMLP(config)
         self.post_attention_layernorm = LlamaRMSNorm(hidden, eps=eps)
-        if eagle3:
+        if eagle3 or index > 0:
             self.input_layernorm = LlamaRMSNorm(hidden, eps=eps)
+        if eagle3:
             self.hidden_norm = LlamaRMSNorm(hidden, eps=eps)
 
     def forward(self, h: torch.Tensor, emb: torch.Tensor, rope, past, visible):
-        attn_in = torch.cat([self.input_layernorm(emb), self.hidden_norm(h)], -1) if self.eagle3 else h
+        if self.eagle3:
+            attn_in = torch.cat([self.input_layernorm(emb), self.hidden_norm(h)], -1)
+        else:
+            attn_in = self.input_layernorm(h) if hasattr(self, "input_layernorm") else h
         attn, kv = self.self_attn(attn_in, rope, past, visible)
         h = h + attn
         return h + self.mlp(self.post_attention_layernorm(h)), kv
 
 
 class EagleHead(nn.Module):
-    """The draft network. Key names follow the public checkpoints (EAGLE-1/2: fc, layers.0.*;
+    """The draft network. Key names follow the public checkpoints (EAGLE-1/2: fc, layers.0.* (and layers.1.*, ...);
     EAGLE-3: fc, midlayer.*, norm, lm_head, d2t, t2d). d2t[i] is an offset: target id = i + d2t[i]."""
 
     def __init__(self, config, eagle3: bool = False, feature_width: Optional[int] = None, fc_bias: bool = True,
-                 draft_vocab: Optional[int] = None, vocab: Optional[int] = None):
+                 draft_vocab: Optional[int] = None, vocab: Optional[int] = None, n_layers: int = 1):
         from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding
 
         super().__init__()
@@ -99,7 +104,7 @@ class EagleHead(nn.Module):
             self.lm_head = nn.Linear(hidden, draft_vocab or vocab, bias=False)
         else:
             self.fc = nn.Linear(2 * hidden, hidden, bias=fc_bias)
-            self.layers = nn.ModuleList([DraftLayer(config, eagle3=False)])
+            self.layers = nn.ModuleList([DraftLayer(config, eagle3=False, index=i) for i in range(n_layers)])
         if draft_vocab is not None:
             self.register_buffer("d2t", torch.zeros(draft_vocab, dtype=torch.long))
             if eagle3:
@@ -107,8 +112,8 @@ class EagleHead(nn.Module):
         self.rotary = LlamaRotaryEmbedding(config)  # no weights: rebuilt from the config
 
     @property
-    def layer(self) -> DraftLayer:
-        return self.midlayer if self.eagle3 else self.layers[0]
+    def stack(self) -> list[DraftLayer]:
+        return [self.midlayer] if self.eagle3 else list(self.layers)
 
     def draft_ids(self) -> Optional[torch.Tensor]:
         """(Vd,) target token id of each draft-vocabulary row, or None for the full vocabulary."""
@@ -116,15 +121,20 @@ class EagleHead(nn.Module):
             return None
         return torch.arange(len(self.d2t), device=self.d2t.device) + self.d2t
 
-    def step(self, emb: torch.Tensor, feature: torch.Tensor, positions: torch.Tensor, past, visible):
-        """emb (B, T, H), feature (B, T, W): a target feature, or the draft's own output (width H).
-        Returns the output (B, T, H) (the next feature's estimate) and the new keys/values."""
+    def step(self, emb: torch.Tensor, feature: torch.Tensor, positions: torch.Tensor, past: Optional[list], visible):
+        """emb (B, T, H), feature (B, T, W): a target feature, or the draft's own output (width H); past: one
+        (keys, values) per layer, or None. Returns the output (B, T, H) (the next feature's estimate) and the
+        new positions' (keys, values), one per layer."""
         if self.eagle3:
             h = self.fc(feature) if feature.shape[-1] != self.config.hidden_size else feature
         else:
             h = self.fc(torch.cat([emb, feature], -1))
         rope = self.rotary(h, positions)
-        return self.layer(h, emb, rope, past, visible)
+        new = []
+        for i, layer in enumerate(self.stack):
+            h, kv = layer(h, emb, rope, None if past is None else past[i], visible)
+            new.append(kv)
+        return h, new
 
     def logits(self, out: torch.Tensor, lm_rows: torch.Tensor) -> torch.Tensor:
         """Draft-vocabulary logits (..., Vd): own norm + lm_head (EAGLE-3) or the target's LM rows."""
@@ -152,6 +162,16 @@ class TreeOptions:
     lookup: int = 0  # > 0: also graft the prompt-lookup guess (n-grams up to this size) onto the tree
 
 
+def join(caches: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer (keys, values) caches, concatenated along the positions, layer by layer."""
+    return [(torch.cat([c[i][0] for c in caches], 2), torch.cat([c[i][1] for c in caches], 2)) for i in range(len(caches[0]))]
+
+
+def layer_count(state: dict) -> int:
+    """Decoder layers of an EAGLE-1/2 state dict, counted from its keys (layers.0.*, layers.1.*, ...)."""
+    return 1 + max((int(k.split(".")[1]) for k in state if k.startswith("layers.")), default=0)
+
+
 def feature_layers(n_layers: int, eagle3: bool) -> tuple[int, ...]:
     """The HF hidden_states a head reads: the last one (after the final norm) for EAGLE-1/2; those entering
     layers 2, L//2 and L-3 (low, middle, high) for EAGLE-3."""
@@ -177,7 +197,7 @@ class EagleProposer(Proposer):
         self.hidden_layers = weights.hidden_layers
         self.pending: list[torch.Tensor] = []  # chunks of (n, W): target features not yet in the draft cache
         self.n_features = 0  # features seen: positions 0 .. len(ids)-2 once the engine has observed a round
-        self.cache: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # draft keys/values, positions 0 .. n_cached-1
+        self.cache: Optional[list] = None  # per draft layer (keys, values) of positions 0 .. n_cached-1
         self.n_cached = 0
 
     def observe(self, features: tuple[torch.Tensor, ...]) -> None:
@@ -207,8 +227,8 @@ class EagleProposer(Proposer):
         positions = torch.arange(self.n_cached, self.n_cached + m, device=device)[None]  # (1, m)
         visible = torch.ones(m, self.n_cached + m, dtype=torch.bool, device=device)
         visible[:, self.n_cached:] = torch.ones(m, m, dtype=torch.bool, device=device).tril()
-        out, (k, v) = w.head.step(w.embed(tokens)[None], feats[None], positions, self.cache, visible[None, None])
-        self.cache = (k, v) if self.cache is None else (torch.cat([self.cache[0], k], 2), torch.cat([self.cache[1], v], 2))
+        out, new = w.head.step(w.embed(tokens)[None], feats[None], positions, self.cache, visible[None, None])
+        self.cache = new if self.cache is None else join([self.cache, new])
         self.n_cached += m
         return out[0, -1]
 
@@ -222,23 +242,19 @@ class EagleProposer(Proposer):
         """Every candidate of the dynamic tree; each level feeds the chosen nodes with their parent's output."""
         w, device = self.w, out.device
         outputs = out[None]  # (n, H): the last level's draft outputs (the root's at first)
-        fed_keys: list[torch.Tensor] = []  # per fed tree node, in feeding order: (nkv, d) key and value
-        fed_values: list[torch.Tensor] = []
+        fed: list[list] = []  # per level fed so far: per layer (keys, values) of its nodes, in feeding order
+        n_fed = 0
 
         def step(tokens: list[int], rows: list[int], ancestors: list[list[int]], level: int):
-            nonlocal outputs
+            nonlocal outputs, n_fed
             n = len(tokens)
-            visible = level_visibility(self.n_cached, len(fed_keys), ancestors, device)
-            past = self.cache
-            if fed_keys:
-                past = (torch.cat([self.cache[0], torch.stack(fed_keys, 1)[None]], 2),
-                        torch.cat([self.cache[1], torch.stack(fed_values, 1)[None]], 2))
+            visible = level_visibility(self.n_cached, n_fed, ancestors, device)
             inputs = outputs[[max(r, 0) for r in rows]]  # each node reads its parent's output (n, H)
             positions = torch.full((1, n), root_pos + level - 1, device=device)  # all at the same depth
-            new, (k, v) = w.head.step(w.embed(torch.tensor(tokens, device=device))[None], inputs[None], positions,
-                                      past, visible[None, None])
-            fed_keys.extend(k[0, :, row] for row in range(n))
-            fed_values.extend(v[0, :, row] for row in range(n))
+            new, kv = w.head.step(w.embed(torch.tensor(tokens, device=device))[None], inputs[None], positions,
+                                  join([self.cache] + fed), visible[None, None])
+            fed.append(kv)
+            n_fed += n
             outputs = new[0]
             return self._candidates(outputs, self.options.top_k)
 
@@ -275,7 +291,8 @@ def head_from_state(state: dict[str, torch.Tensor], config, target, where: str) 
     if eagle3 and draft_vocab is None and int(state["lm_head.weight"].shape[0]) != target.vocab_size:
         raise ValueError(f"{where}: its lm_head has {state['lm_head.weight'].shape[0]} rows but no d2t map, and "
                          f"target {target.name!r} has a vocabulary of {target.vocab_size}")
-    head = EagleHead(config, eagle3, width, "fc.bias" in state, draft_vocab, target.vocab_size)
+    head = EagleHead(config, eagle3, width, "fc.bias" in state, draft_vocab, target.vocab_size,
+                     1 if eagle3 else layer_count(state))
     if eagle3 and "t2d" not in state and draft_vocab is not None:
         state["t2d"] = torch.zeros(target.vocab_size, dtype=torch.bool)
         state["t2d"][torch.arange(draft_vocab) + state["d2t"]] = True
@@ -293,16 +310,19 @@ def head_config(target, **overrides):
             "rms_norm_eps", "hidden_act", "max_position_embeddings", "attention_bias", "mlp_bias", "rope_parameters")
     config = target.model.config.to_dict()
     values = {k: config[k] for k in keys if k in config}
-    values.update(num_hidden_layers=1, vocab_size=target.vocab_size, tie_word_embeddings=False, **overrides)
+    values.update(num_hidden_layers=1, vocab_size=target.vocab_size, tie_word_embeddings=False)
+    values.update(overrides)
     return LlamaConfig(**values)
 
 
-def new_head(target, eagle3: bool = False, draft_ids: Optional[torch.Tensor] = None, seed: int = 0) -> EagleHead:
+def new_head(target, eagle3: bool = False, draft_ids: Optional[torch.Tensor] = None, seed: int = 0,
+             n_layers: int = 1) -> EagleHead:
     """A fresh head for `target` (random init; d2t from draft_ids, a sorted (Vd,) tensor of target ids)."""
     torch.manual_seed(seed)
     hidden = target.model.config.hidden_size
     vd = None if draft_ids is None else len(draft_ids)
-    head = EagleHead(head_config(target), eagle3, 3 * hidden if eagle3 else None, not eagle3, vd, target.vocab_size)
+    head = EagleHead(head_config(target, num_hidden_layers=n_layers), eagle3, 3 * hidden if eagle3 else None,
+                     not eagle3, vd, target.vocab_size, n_layers)
     if draft_ids is not None:
         head.d2t.copy_(draft_ids - torch.arange(vd))
         if eagle3:
@@ -328,6 +348,7 @@ def save_eagle(folder: str | Path, head: EagleHead, card: dict, dtype: torch.dty
     state = {k: (v.detach().to(dtype) if v.is_floating_point() else v).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"))
     config = head.config.to_dict()
+    config["num_hidden_layers"] = len(head.stack)
     if hasattr(head, "d2t"):
         config["draft_vocab_size"] = len(head.d2t)
     write_json(folder / "config.json", config)

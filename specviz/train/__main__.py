@@ -134,15 +134,17 @@ def _resumed_vocabulary(weights: Optional[dict], draft_ids: torch.Tensor, data: 
     return kept
 
 
-def _start_from(model: torch.nn.Module, start: Start, target, where) -> None:
-    """A fresh start from --init: check the card's target, then copy the weights into every trainable tensor."""
+def _start_from(model: torch.nn.Module, start: Start, target, where, grown: tuple[str, ...] = ()) -> None:
+    """A fresh start from --init: check the card's target, then copy the weights into every trainable tensor
+    (but those under the prefixes `grown`: parts added to the architecture, started by the caller)."""
     if start.card is None:
         return
     from ..assets import check_target
 
     check_target(start.card, target, str(where))
     own = model.state_dict()
-    missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in start.weights]
+    missing = [n for n, p in model.named_parameters()
+               if p.requires_grad and n not in start.weights and not n.startswith(grown)]
     wrong = [k for k, v in start.weights.items() if k not in own or own[k].shape != v.shape]
     if missing or wrong:
         raise SystemExit(f"--init {where}: those weights do not fit this model (missing: {missing[:3]}, "
@@ -180,8 +182,44 @@ def _finish(name: str, state: dict, out: Path, args) -> None:
           f"weights in {out}", file=sys.stderr)
 
 
+def _eagle_head(args: argparse.Namespace, target, start: Start, draft_ids: torch.Tensor):
+    """The head a run trains, with --init's weights copied in. It has --head-layers decoder layers (default: as
+    many as the weights it continues); layers beyond --init's start as the identity (zero output projections),
+    so the grown head drafts as the one it grew from, and training then finds a use for them."""
+    from ..methods.eagle import layer_count, new_head
+
+    had = 1 if args.eagle3 or start.weights is None else layer_count(start.weights)
+    resuming = start.weights is not None and start.card is None  # the checkpoint's architecture, then
+    if resuming and args.head_layers not in (None, had):
+        raise SystemExit(f"--head-layers {args.head_layers}: the checkpoint in {args.work} has {had}")
+    if args.eagle3 and args.head_layers not in (None, 1):
+        raise SystemExit("--head-layers is for EAGLE-1/2 heads: an EAGLE-3 head has one layer")
+    n_layers = args.head_layers or had
+    if n_layers < had:
+        raise SystemExit(f"--head-layers {n_layers}: --init {args.init} has {had} layers; a head only grows")
+    head = new_head(target, eagle3=args.eagle3, draft_ids=draft_ids, seed=args.seed, n_layers=n_layers)
+    head = head.float().to(target.device)
+    grown = tuple(f"layers.{i}." for i in range(had, n_layers)) if start.card is not None else ()
+    with torch.no_grad():  # layers added to --init's start as the identity: the grown head drafts as it did
+        for prefix in grown:
+            layer = head.layers[int(prefix.split(".")[1])]
+            for linear in (layer.self_attn.o_proj, layer.mlp.down_proj):
+                linear.weight.zero_()
+                if linear.bias is not None:
+                    linear.bias.zero_()
+    if args.init_last_layer:
+        if args.eagle3:
+            raise SystemExit("--init-last-layer is for EAGLE-1/2 heads: an EAGLE-3 layer attends over 2H inputs")
+        last = target.model.model.layers[-1]
+        head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
+        head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
+        head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
+    _start_from(head, start, target, args.init, grown)
+    return head
+
+
 def eagle_main(args: argparse.Namespace) -> int:
-    from ..methods.eagle import new_head, save_eagle
+    from ..methods.eagle import save_eagle
     from .heads import eagle_loss, lm_rows, mean_metrics, sequence_batches
 
     target, feats, held, draft_ids, data = _setup(args)
@@ -190,15 +228,8 @@ def eagle_main(args: argparse.Namespace) -> int:
     draft_ids = _resumed_vocabulary(start.weights, draft_ids, data)
     device = target.device
     layers = feature_cache(args, target)[1]
-    head = new_head(target, eagle3=args.eagle3, draft_ids=draft_ids, seed=args.seed).float().to(device)
-    if args.init_last_layer:
-        if args.eagle3:
-            raise SystemExit("--init-last-layer is for EAGLE-1/2 heads: an EAGLE-3 layer attends over 2H inputs")
-        last = target.model.model.layers[-1]
-        head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
-        head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
-        head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
-    _start_from(head, start, target, args.init)
+    head = _eagle_head(args, target, start, draft_ids)
+    n_layers = len(head.stack)
     embed, rows, ids = target.model.get_input_embeddings(), lm_rows(target, draft_ids), draft_ids.to(device)
     loss = partial(eagle_loss, head, embed, rows, ids, steps=args.ttt, noise=args.noise, ce_weight=args.ce_weight,
                    prompt_weight=args.prompt_weight)
@@ -210,7 +241,8 @@ def eagle_main(args: argparse.Namespace) -> int:
                   evaluate, _loop_config(args), args.work, name)
     architecture = ("EAGLE-2 drafting with an EAGLE-3 head (fused low/middle/high features, own norm and LM head over "
                     "a reduced draft vocabulary, d2t/t2d)" if args.eagle3 else
-                    "EAGLE-2 (EAGLE-1 layer layout) with a reduced draft vocabulary (d2t)")
+                    f"EAGLE-2 (EAGLE-1 layer layout, {n_layers} decoder layer{'s' * (n_layers > 1)}) with a reduced "
+                    "draft vocabulary (d2t)")
     save_eagle(args.out, head.cpu(), _card("eagle", target, data, state, args, start.before, architecture=architecture,
                                            feature_layers=list(layers)))
     _finish(name, state, args.out, args)
@@ -342,6 +374,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     sub.choices["eagle"].add_argument("--ce-weight", type=float, default=0.5)
     sub.choices["eagle"].add_argument("--prompt-weight", type=float, default=1.0,
                                       help="loss weight of positions whose root token is in the prompt (drafting sees answers: 1)")
+    sub.choices["eagle"].add_argument("--head-layers", type=int,
+                                      help="decoder layers (default: those of the weights continued, else 1); more "
+                                           "than --init's grows it, the new layers starting as the identity")
     sub.choices["eagle"].add_argument("--eagle3", action="store_true",
                                       help="an EAGLE-3 head on fused low/middle/high features (features --eagle3 first)")
     sub.choices["eagle"].add_argument("--init-last-layer", action="store_true",

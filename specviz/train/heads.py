@@ -11,6 +11,7 @@ from typing import Iterator
 import torch
 from torch.nn import functional as F
 
+from ..methods.eagle import join
 from .features import Features
 
 
@@ -158,12 +159,11 @@ def eagle_loss(head, embed, rows, draft_ids, batch: dict, steps: int = 3, noise:
     with torch.no_grad():
         teacher = teacher_logp(target_f, rows)  # (B, n, Vd)
     positions = torch.arange(n, device=x.device)[None]
-    keys, values, total, metrics = [], [], 0.0, {}
+    caches, total, metrics = [], 0.0, {}  # per step so far: per layer (keys, values)
     for s in range(steps):
-        past = (torch.cat(keys, 2), torch.cat(values, 2)) if keys else None
-        out, (k, v) = head.step(emb, feature, positions, past, step_mask(s, n).to(x.device)[None, None])
-        keys.append(k)
-        values.append(v)
+        out, kv = head.step(emb, feature, positions, join(caches) if caches else None,
+                            step_mask(s, n).to(x.device)[None, None])
+        caches.append(kv)
         logp = torch.log_softmax(head.logits(out, rows), -1)
         reached = (torch.arange(n, device=x.device) >= s)[None]
         ok = (valid[:, 1:] & reached).float()
