@@ -163,7 +163,9 @@ class TreeOptions:
 
 
 def join(caches: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per-layer (keys, values) caches, concatenated along the positions, layer by layer."""
+    """Per-layer (keys, values) caches, concatenated along the positions, layer by layer (one alone: as it is)."""
+    if len(caches) == 1:
+        return caches[0]
     return [(torch.cat([c[i][0] for c in caches], 2), torch.cat([c[i][1] for c in caches], 2)) for i in range(len(caches[0]))]
 
 

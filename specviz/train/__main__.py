@@ -199,11 +199,10 @@ def _eagle_head(args: argparse.Namespace, target, start: Start, draft_ids: torch
         raise SystemExit(f"--head-layers {n_layers}: --init {args.init} has {had} layers; a head only grows")
     head = new_head(target, eagle3=args.eagle3, draft_ids=draft_ids, seed=args.seed, n_layers=n_layers)
     head = head.float().to(target.device)
-    grown = tuple(f"layers.{i}." for i in range(had, n_layers)) if start.card is not None else ()
+    added = range(had, n_layers) if start.card is not None else range(0)
     with torch.no_grad():  # layers added to --init's start as the identity: the grown head drafts as it did
-        for prefix in grown:
-            layer = head.layers[int(prefix.split(".")[1])]
-            for linear in (layer.self_attn.o_proj, layer.mlp.down_proj):
+        for i in added:
+            for linear in (head.layers[i].self_attn.o_proj, head.layers[i].mlp.down_proj):
                 linear.weight.zero_()
                 if linear.bias is not None:
                     linear.bias.zero_()
@@ -214,7 +213,7 @@ def _eagle_head(args: argparse.Namespace, target, start: Start, draft_ids: torch
         head.layers[0].self_attn.load_state_dict(last.self_attn.state_dict())
         head.layers[0].mlp.load_state_dict(last.mlp.state_dict())
         head.layers[0].post_attention_layernorm.load_state_dict(last.post_attention_layernorm.state_dict())
-    _start_from(head, start, target, args.init, grown)
+    _start_from(head, start, target, args.init, tuple(f"layers.{i}." for i in added))
     return head
 
 
