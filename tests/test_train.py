@@ -160,6 +160,66 @@ def test_medusa_training_lowers_the_loss_and_measures_rank_accuracy(cached, tmp_
     assert tau > 1.0 and text == _speculate(target, MedusaProposer(weights, nodes=1))[1]
 
 
+def test_medusa_counts_where_drafting_would_use_a_guess(cached):
+    """greedy[i] at t: x_{t+1} .. x_{t+1+i} are the target's own top-1 choices (by hand); in the target's own answers
+    that is every answer position; an off-greedy weight of 0 is the loss over those positions alone."""
+    target, feats, heads, loss, _ = _medusa(cached, 3)
+    answer_pos = torch.cat([torch.arange(s - 1, b - 1) for a, b, s in feats.spans])  # x_{t+1} in the answer
+    human_like = features.Features(feats.tokens.clone(), feats.top1, feats.feats, feats.spans, feats.ids)
+    human_like.tokens[answer_pos[::3] + 1] += 1  # every third answer token is not the target's choice any more
+    for data, all_on_answers in ((feats, True), (human_like, False)):
+        batch = next(medusa_batches(data, 3, 256, seed=0)(0))
+        t = batch["t"]
+        assert torch.equal(batch["f"], data.feats[-1][t].float())
+        for i in range(3):
+            for n, p in enumerate(t.tolist()):
+                end = next(b for a, b, _ in data.spans if a <= p < b)
+                expected = p + 1 + i < end and all(int(data.top1[p + j]) == int(data.tokens[p + 1 + j]) for j in range(i + 1))
+                assert bool(batch["greedy"][i, n]) == expected
+        on_answers = torch.isin(t, answer_pos)
+        assert bool(batch["greedy"][0][on_answers & batch["valid"][0]].all()) == all_on_answers
+    weighted, metrics = loss(batch, off_greedy_weight=0.0)
+    masked, masked_metrics = loss({**batch, "valid": batch["greedy"]})
+    assert float(weighted.detach()) == pytest.approx(float(masked.detach()))
+    assert float(weighted.detach()) != pytest.approx(float(loss(batch)[0].detach()))
+    assert metrics["greedy1"] == pytest.approx(masked_metrics["acc1"])
+
+
+def test_init_grows_medusa_heads_by_blocks_that_start_as_the_identity(cached, tmp_path):
+    """--layers 2 from one-block --init heads: the grown heads guess as before; training moves the new blocks;
+    they save and load in the public layout; heads never shrink."""
+    from argparse import Namespace
+
+    from specviz.assets import signature
+    from specviz.methods.medusa import load_medusa, save_medusa
+    from specviz.train.__main__ import _medusa_heads, _previous
+
+    target, feats, one, loss, batches = _medusa(cached, 3)
+    train(one, loss, batches, lambda: {}, LoopConfig(steps=10, lr=1e-2, warmup=1), tmp_path / "w1", "medusa")
+    save_medusa(tmp_path / "one", one, {"target": signature(target), "training": {"steps": 10}}, dtype=torch.float32)
+    args = Namespace(work=tmp_path / "work", init=tmp_path / "one", layers=2, heads=3)
+    grown = _medusa_heads(args, target, _previous(args, "medusa")).double()
+    assert grown.n_layers == 2 and torch.equal(grown[1][0].linear.weight, one[1][0].linear.weight.float().double())
+    f = feats.feats[-1][:50].double()
+    assert torch.allclose(grown.hidden(f), one.hidden(f), atol=1e-5)  # only float32 rounding of the saved weights
+    assert not torch.allclose(grown.hidden(f), f, atol=1e-3)  # and the trained first blocks do act
+
+    ids = torch.arange(target.vocab_size)
+    grown_loss = partial(medusa_loss, grown, lm_rows(target, ids).double(), ids)
+    train(grown, grown_loss, batches, lambda: {}, LoopConfig(steps=5, lr=1e-2, warmup=1), tmp_path / "work", "medusa")
+    assert float(grown[0][1].linear.weight.abs().sum()) > 0
+    save_medusa(tmp_path / "two", grown, {"target": signature(target)}, dtype=torch.float32)
+    loaded = load_medusa(tmp_path / "two", target)
+    assert loaded.heads.n_layers == 2
+    assert torch.allclose(loaded.heads.hidden(f.to(target.dtype)), grown.hidden(f).to(target.dtype))
+
+    with pytest.raises(SystemExit, match="the checkpoint in .* has 2"):
+        _medusa_heads(Namespace(**{**vars(args), "layers": 3}), target, _previous(args, "medusa"))
+    fresh = Namespace(**{**vars(args), "work": tmp_path / "w2", "init": tmp_path / "two", "layers": 1})
+    with pytest.raises(SystemExit, match="heads only grow"):
+        _medusa_heads(fresh, target, _previous(fresh, "medusa"))
+
+
 def test_draft_is_an_ordinary_causal_lm_on_the_targets_embedding(cached, tmp_path):
     target, folder = cached
     feats = features.load(folder)

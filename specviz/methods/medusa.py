@@ -154,11 +154,16 @@ def load_medusa(source: str | Path, target) -> MedusaWeights:
     return MedusaWeights(heads, accuracy, lm_weight_of(target), card)
 
 
-def heads_from_state(state: dict[str, torch.Tensor], target, where: str) -> MedusaHeads:
+def medusa_shape(state: dict[str, torch.Tensor], where: str = "the weights") -> tuple[int, int]:
+    """(heads, residual blocks per head), counted from the keys {head}.{layer}.linear.weight."""
     blocks = [tuple(map(int, m.groups())) for k in state if (m := re.fullmatch(r"(\d+)\.(\d+)\.linear\.weight", k))]
     if not blocks:
         raise ValueError(f"{where} has no Medusa keys ('{{head}}.{{layer}}.linear.weight')")
-    n_heads, n_layers = 1 + max(h for h, _ in blocks), 1 + max(l for _, l in blocks)
+    return 1 + max(h for h, _ in blocks), 1 + max(l for _, l in blocks)
+
+
+def heads_from_state(state: dict[str, torch.Tensor], target, where: str) -> MedusaHeads:
+    n_heads, n_layers = medusa_shape(state, where)
     hidden = int(state["0.0.linear.weight"].shape[0])
     own = state.get(f"0.{n_layers}.weight")
     if hidden != target.model.config.hidden_size:

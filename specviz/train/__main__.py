@@ -248,24 +248,44 @@ def eagle_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _medusa_heads(args: argparse.Namespace, target, start: Start):
+    """The heads a run trains, with --init's weights copied in. Each has --layers residual blocks (default: as many as
+    the weights it continues); blocks beyond --init's start as the identity (a zero W: x + SiLU(0) = x), so the grown
+    heads guess as the ones they grew from."""
+    from ..methods.medusa import MedusaHeads, medusa_shape
+
+    had = 1 if start.weights is None else medusa_shape(start.weights)[1]
+    resuming = start.weights is not None and start.card is None
+    if resuming and args.layers not in (None, had):
+        raise SystemExit(f"--layers {args.layers}: the checkpoint in {args.work} has {had}")
+    n_layers = args.layers or had
+    if n_layers < had:
+        raise SystemExit(f"--layers {n_layers}: --init {args.init} has {had} blocks per head; heads only grow")
+    heads = MedusaHeads(target.model.config.hidden_size, args.heads, n_layers).to(target.device)
+    added = range(had, n_layers) if start.card is not None else range(0)
+    _start_from(heads, start, target, args.init, tuple(f"{h}.{i}." for h in range(args.heads) for i in added))
+    return heads
+
+
 def medusa_main(args: argparse.Namespace) -> int:
-    from ..methods.medusa import MedusaHeads, save_medusa
+    from ..methods.medusa import save_medusa
     from .heads import lm_rows, mean_metrics, medusa_batches, medusa_loss, medusa_rank_accuracy
 
     target, feats, held, draft_ids, data = _setup(args)
     device = target.device
-    heads = MedusaHeads(target.model.config.hidden_size, args.heads, args.layers).to(device)
     start = _previous(args, "medusa")
-    _start_from(heads, start, target, args.init)
+    heads = _medusa_heads(args, target, start)
     rows = lm_rows(target, draft_ids)
-    loss = partial(medusa_loss, heads, rows, draft_ids.to(device))
-    evaluate = lambda: mean_metrics(loss, medusa_batches(held, args.heads, 2048, 0, device=device)(0), limit=10)  # noqa: E731
+    loss = partial(medusa_loss, heads, rows, draft_ids.to(device), off_greedy_weight=args.off_greedy_weight)
+    held_loss = partial(medusa_loss, heads, rows, draft_ids.to(device))
+    evaluate = lambda: mean_metrics(held_loss, medusa_batches(held, args.heads, 2048, 0, device=device)(0), limit=10)  # noqa: E731
     state = train(heads, loss, medusa_batches(feats, args.heads, args.batch_tokens, args.seed, args.distill_repeat,
                                               device=device), evaluate, _loop_config(args), args.work, "medusa")
     accuracy = medusa_rank_accuracy(heads, target.model.get_output_embeddings().weight.detach(), held)
     print(f"[train] rank accuracy (held-out): {[[round(a, 3) for a in row[:4]] for row in accuracy]}", file=sys.stderr)
     save_medusa(args.out, heads.cpu(), _card("medusa", target, data, state, args, start.before, rank_accuracy=accuracy,
-                                       architecture=f"Medusa-1, {args.heads} heads x {args.layers} ResBlock, shared LM head"))
+                                       architecture=f"Medusa-1, {args.heads} heads x {heads.n_layers} ResBlock"
+                                                    f"{'s' * (heads.n_layers > 1)}, shared LM head"))
     _finish("medusa", state, args.out, args)
     return 0
 
@@ -381,7 +401,12 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     sub.choices["eagle"].add_argument("--init-last-layer", action="store_true",
                                       help="start the head's layer as a copy of the target's last layer")
     sub.choices["medusa"].add_argument("--heads", type=int, default=4)
-    sub.choices["medusa"].add_argument("--layers", type=int, default=1)
+    sub.choices["medusa"].add_argument("--layers", type=int,
+                                       help="residual blocks per head (default: those of the weights continued, else 1); "
+                                            "more than --init's grows them, the new blocks starting as the identity")
+    sub.choices["medusa"].add_argument("--off-greedy-weight", type=float, default=1.0,
+                                       help="loss weight of positions where the tokens before a head's guess are not the "
+                                            "target's own greedy ones (prompts, human text): drafting never sees them")
     sub.choices["draft"].add_argument("--draft-layers", default="0,1,2,3,4,5,28,29",
                                       help="target layers the draft starts from")
     sub.choices["draft"].add_argument("--shared", type=int, default=6,

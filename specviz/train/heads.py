@@ -51,11 +51,17 @@ def on(batch: dict, device) -> dict:
 
 
 def medusa_batches(feats: Features, n_heads: int, batch: int, seed: int, distill_repeat: int = 1, device=None):
-    """Batches of positions t with the features f_t and f_{t+1+i} (head i's teacher) and their validity."""
+    """Batches of positions t with the features f_t and f_{t+1+i} (head i's teacher), their validity, and whether
+    the tokens x_{t+1} .. x_{t+1+i} between t and head i's guess are the target's own greedy choices ("greedy").
+    Only then does the guess matter when drafting: head i is verified after the target's own next token and
+    head 0..i-1's accepted guesses. Elsewhere (prompts, human-written text) the teacher at t+1+i follows a path
+    that the head, which sees only f_t, cannot know."""
     end = torch.empty(feats.n_tokens, dtype=torch.long)
     for a, b, _ in feats.spans:
         end[a:b] = b
     f = feats.feats[-1]
+    agree = torch.zeros(feats.n_tokens, dtype=torch.bool)  # agree[j]: x_{j+1} is the target's top-1 at j
+    agree[:-1] = feats.top1[:-1] == feats.tokens[1:]
     positions = torch.cat([torch.arange(a, b) for a, b, _ in weighted_spans(feats, distill_repeat)])
 
     def epoch(number: int) -> Iterator[dict]:
@@ -65,34 +71,43 @@ def medusa_batches(feats: Features, n_heads: int, batch: int, seed: int, distill
             ahead = t[None] + 1 + torch.arange(n_heads)[:, None]  # (n_heads, N): the position whose prediction head i makes
             valid = ahead < end[t][None]
             ahead = torch.where(valid, ahead, t[None])
-            yield on({"f": f[t].float(), "f_ahead": f[ahead].float(), "valid": valid,
+            greedy = valid & agree[ahead - 1].cumprod(0).bool()  # x_{t+1}, ..., x_{t+1+i} all the target's top-1
+            yield on({"t": t, "f": f[t].float(), "f_ahead": f[ahead].float(), "valid": valid, "greedy": greedy,
                       "top1_ahead": feats.top1[ahead]}, device)
     return epoch
 
 
-def medusa_loss(heads, rows: torch.Tensor, draft_ids: torch.Tensor, batch: dict, decay: float = 0.8):
+def medusa_loss(heads, rows: torch.Tensor, draft_ids: torch.Tensor, batch: dict, decay: float = 0.8,
+                off_greedy_weight: float = 1.0):
+    """Soft CE of each head against the target's distribution where its guess lands; positions off the greedy path
+    count off_greedy_weight times. Metrics: acc<i> over every position, greedy<i> over those on it (what drafting sees)."""
     h = heads.hidden(batch["f"].to(rows.dtype))  # (n_heads, N, H)
     logp = torch.log_softmax(h @ rows.T, -1)  # (n_heads, N, Vd)
     with torch.no_grad():
         teacher = teacher_logp(batch["f_ahead"], rows)
     ce = soft_ce(logp, teacher)  # (n_heads, N)
-    valid = batch["valid"].float()
-    per_head = (ce * valid).sum(-1) / valid.sum(-1).clamp(min=1)
+    valid, greedy = batch["valid"].float(), batch["greedy"].float()
+    weight = valid * torch.where(batch["greedy"], 1.0, off_greedy_weight)
+    per_head = (ce * weight).sum(-1) / weight.sum(-1).clamp(min=1e-6)
     weights = decay ** torch.arange(len(per_head), dtype=torch.float, device=per_head.device)
     hits = (draft_ids[logp.argmax(-1)] == batch["top1_ahead"]).float()
-    metrics = {f"acc{i}": float((hits[i] * valid[i]).sum() / valid[i].sum().clamp(min=1)) for i in range(len(per_head))}
+    metrics = {}
+    for i in range(len(per_head)):
+        metrics[f"acc{i}"] = float((hits[i] * valid[i]).sum() / valid[i].sum().clamp(min=1))
+        metrics[f"greedy{i}"] = float((hits[i] * greedy[i]).sum() / greedy[i].sum().clamp(min=1))
     return (per_head * weights).sum(), metrics
 
 
 @torch.no_grad()
 def medusa_rank_accuracy(heads, lm_weight: torch.Tensor, feats: Features, top_k: int = 8,
                          limit: int = 20000) -> list[list[float]]:
-    """[head][rank]: how often head i's rank-r guess over the full vocabulary is the target's token."""
+    """[head][rank]: how often head i's rank-r guess over the full vocabulary is the target's token, counted where
+    the path to it is the target's greedy one (as when drafting: the tree's expected acceptance is built on these)."""
     batch = next(medusa_batches(feats, len(heads), min(limit, feats.n_tokens - 1), seed=0, device=lm_weight.device)(0))
     logits = heads.hidden(batch["f"].to(lm_weight.dtype)) @ lm_weight.T  # (n_heads, N, V)
     top = logits.topk(top_k, -1).indices  # (n_heads, N, k)
-    hits = (top == batch["top1_ahead"][..., None]).float() * batch["valid"][..., None]
-    return (hits.sum(1) / batch["valid"].float().sum(1, keepdim=True)).tolist()
+    hits = (top == batch["top1_ahead"][..., None]).float() * batch["greedy"][..., None]
+    return (hits.sum(1) / batch["greedy"].float().sum(1, keepdim=True).clamp(min=1)).tolist()
 
 
 # ----- EAGLE: sequences, unrolled for a few draft steps ("training-time test") ----------------------
