@@ -186,14 +186,44 @@ def test_eagle_own_layout_round_trips_and_refuses_another_target(tmp_path):
     weights = bind(new_head(target, draft_ids=torch.arange(3, 60), seed=4), target)
     save_eagle(tmp_path / "ours", weights.head, {"target": signature(target)}, dtype=torch.float64)
     loaded = load_eagle(tmp_path / "ours", target)
-    tree_rounds = trees(target, EagleProposer(loaded))
-    assert tree_rounds == trees(target, EagleProposer(weights))
+    tree_rounds = trees(target, EagleProposer(loaded, TreeOptions(context_rows=False)))
+    assert tree_rounds == trees(target, EagleProposer(weights, TreeOptions(context_rows=False)))
     assert all(3 <= t < 60 for tokens, _ in tree_rounds for t in tokens)  # only draft-vocabulary ids
+    assert trees(target, EagleProposer(loaded)) == trees(target, EagleProposer(weights))
     with pytest.raises(WrongTarget, match="trained for 'tiny-0'"):
         load_eagle(tmp_path / "ours", tiny_target(1))
     eagle_checkpoint(tmp_path / "public", weights)  # no card: the shapes are checked instead
     with pytest.raises(ValueError, match="features of width 64 does not fit target 'other'"):
         load_eagle(tmp_path / "public", target.__class__("other", _wide_model(), target.tokenizer))
+
+
+def test_eagle_also_scores_the_context_tokens_its_draft_vocabulary_lacks():
+    """With context_rows, a head with a reduced vocabulary drafts as a head whose vocabulary also holds every
+    token of the context: the same rows, the same log-probabilities, the same tree."""
+    from specviz.methods.eagle import bind, new_head
+
+    target = tiny_target(0)
+    vocab = torch.arange(50, 58)  # none of the prompt's tokens
+    union = torch.tensor(sorted(set(vocab.tolist()) | set(PROMPT)))
+    head = new_head(target, draft_ids=vocab, seed=4)
+    wide = new_head(target, draft_ids=union, seed=4)
+    wide.load_state_dict({**head.state_dict(), "d2t": wide.d2t})
+    with torch.inference_mode():
+        features = target.model(input_ids=torch.tensor([PROMPT[:-1]], device=target.device),
+                                output_hidden_states=True).hidden_states[-1][0]
+
+    def tree(weights, options):
+        proposer = EagleProposer(weights, options)
+        proposer.observe((features,))
+        with torch.inference_mode():
+            return proposer.propose(PROMPT, k=3)
+
+    options = TreeOptions(top_k=3, nodes=10)
+    widened, plain = tree(bind(head, target), options), tree(bind(head, target), TreeOptions(top_k=3, nodes=10, context_rows=False))
+    reference = tree(bind(wide, target), TreeOptions(top_k=3, nodes=10, context_rows=False))
+    assert (widened.tokens, widened.parents) == (reference.tokens, reference.parents)
+    assert widened.draft_probs == pytest.approx(reference.draft_probs)
+    assert set(widened.tokens) & set(PROMPT) and not set(plain.tokens) & set(PROMPT)
 
 
 def _wide_model():

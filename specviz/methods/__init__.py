@@ -70,14 +70,17 @@ def _medusa(target: Target, sampling: SamplingConfig, heads: Optional[MedusaWeig
 
 
 def _eagle(target: Target, sampling: SamplingConfig, head: Optional[EagleWeights] = None,
-           weights: Optional[str] = None, top_k: int = 8, nodes: Optional[int] = None, lookup: int = 0) -> Proposer:
+           weights: Optional[str] = None, top_k: int = 8, nodes: Optional[int] = None, lookup: int = 0,
+           context_rows: int = 1) -> Proposer:
     """head: a loaded EAGLE head; weights: a checkpoint folder or hub id; neither: the shipped head.
     nodes: tree size (default by device, TREE_NODES); lookup > 0 also grafts the prompt-lookup guess
-    onto the tree (a hybrid, off by default)."""
+    onto the tree (a hybrid, off by default); context_rows=0 scores the reduced draft vocabulary alone, without
+    the context's tokens that it lacks."""
     nodes = nodes or tree_nodes("eagle", target)
     if head is None:
         head = load_eagle(weights, target) if weights else _shipped("eagle", target, load_eagle)
-    return EagleProposer(head, TreeOptions(top_k=top_k, nodes=nodes, lookup=lookup))
+    return EagleProposer(head, TreeOptions(top_k=top_k, nodes=nodes, lookup=lookup,
+                                                context_rows=bool(context_rows)))
 
 
 REGISTRY: dict[str, Method] = {m.name: m for m in (

@@ -150,6 +150,7 @@ class EagleWeights:
     head: EagleHead
     embed: nn.Module  # the target's input embedding
     lm_rows: torch.Tensor  # (Vd, H) the target's LM head rows of the draft vocabulary (EAGLE-1/2)
+    lm: torch.Tensor  # (V, H) the target's whole LM head
     draft_ids: Optional[torch.Tensor]  # (Vd,) target id per draft row; None = identity
     hidden_layers: tuple[int, ...]
     card: Optional[dict] = None
@@ -160,6 +161,7 @@ class TreeOptions:
     top_k: int = 8  # children tried per expanded node, and nodes expanded per level
     nodes: int = 48  # tree nodes kept for verification (the root not counted)
     lookup: int = 0  # > 0: also graft the prompt-lookup guess (n-grams up to this size) onto the tree
+    context_rows: bool = True  # also score the tokens of the context that a reduced draft vocabulary lacks
 
 
 def join(caches: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -186,7 +188,7 @@ def bind(head: EagleHead, target, card: Optional[dict] = None) -> EagleWeights:
     ids = head.draft_ids()
     lm = target.model.get_output_embeddings().weight.detach()  # (V, H)
     layers = feature_layers(target.model.config.num_hidden_layers, head.eagle3)
-    return EagleWeights(head, target.model.get_input_embeddings(), lm if ids is None else lm[ids], ids, layers, card)
+    return EagleWeights(head, target.model.get_input_embeddings(), lm if ids is None else lm[ids], lm, ids, layers, card)
 
 
 class EagleProposer(Proposer):
@@ -201,6 +203,13 @@ class EagleProposer(Proposer):
         self.n_features = 0  # features seen: positions 0 .. len(ids)-2 once the engine has observed a round
         self.cache: Optional[list] = None  # per draft layer (keys, values) of positions 0 .. n_cached-1
         self.n_cached = 0
+        # A reduced draft vocabulary (d2t) misses the rare words that answers copy from their context (names,
+        # numbers, the other language of a translation): those tokens' LM rows are scored too, found as they come.
+        widen = options.context_rows and weights.draft_ids is not None and not weights.head.eagle3
+        self.in_vocab = set(weights.draft_ids.tolist()) if widen else None
+        self.context_rows = weights.lm_rows[:0]  # (E, H) LM rows of context tokens outside the draft vocabulary
+        self.row_ids = weights.draft_ids  # (Vd + E,) target id of every scored row
+        self.n_scanned = 0  # ids[:n_scanned] looked at
 
     def observe(self, features: tuple[torch.Tensor, ...]) -> None:
         if len(features[0]):
@@ -211,6 +220,7 @@ class EagleProposer(Proposer):
         if self.n_features == 0:
             return Tree()
         assert self.n_features == len(ids) - 1, "features must cover every committed position but the root"
+        self._scan(ids)
         # Step 1: extend the draft cache over the newly committed positions; the last output guesses depth 1.
         out = self._extend(ids)  # (H,)
         # Step 2: expand the tree level by level (EAGLE-2), then keep the best nodes overall.
@@ -234,11 +244,26 @@ class EagleProposer(Proposer):
         self.n_cached += m
         return out[0, -1]
 
+    def _scan(self, ids: list[int]) -> None:
+        """Add the LM rows of committed tokens that the draft vocabulary lacks (with context_rows)."""
+        if self.in_vocab is None:
+            return
+        new = [t for t in dict.fromkeys(ids[self.n_scanned:]) if t not in self.in_vocab]
+        self.n_scanned = len(ids)
+        if new:
+            self.in_vocab.update(new)
+            new_ids = torch.tensor(new, device=self.w.lm.device)
+            self.context_rows = torch.cat([self.context_rows, self.w.lm[new_ids]])
+            self.row_ids = torch.cat([self.row_ids, new_ids])
+
     def _candidates(self, out: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(n, H) draft outputs -> (n, top_k) log-probabilities and target token ids of the best children."""
-        logp = torch.log_softmax(self.w.head.logits(out, self.w.lm_rows).float(), -1)  # (n, Vd)
+        logits = self.w.head.logits(out, self.w.lm_rows)  # (n, Vd)
+        if len(self.context_rows):  # the context's own rows after the draft vocabulary's
+            logits = torch.cat([logits, out @ self.context_rows.T], -1)
+        logp = torch.log_softmax(logits.float(), -1)
         top_logp, top = logp.topk(min(top_k, logp.shape[-1]), -1)
-        return top_logp, (top if self.w.draft_ids is None else self.w.draft_ids[top])
+        return top_logp, (top if self.row_ids is None else self.row_ids[top])
 
     def _expand(self, out: torch.Tensor, root_pos: int, depth: int) -> list[Candidate]:
         """Every candidate of the dynamic tree; each level feeds the chosen nodes with their parent's output."""

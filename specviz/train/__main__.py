@@ -404,7 +404,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     sub.choices["medusa"].add_argument("--layers", type=int,
                                        help="residual blocks per head (default: those of the weights continued, else 1); "
                                             "more than --init's grows them, the new blocks starting as the identity")
-    sub.choices["medusa"].add_argument("--off-greedy-weight", type=float, default=1.0,
+    sub.choices["medusa"].add_argument("--off-greedy-weight", type=float, default=0.0,
                                        help="loss weight of positions where the tokens before a head's guess are not the "
                                             "target's own greedy ones (prompts, human text): drafting never sees them")
     sub.choices["draft"].add_argument("--draft-layers", default="0,1,2,3,4,5,28,29",
