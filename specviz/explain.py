@@ -119,12 +119,12 @@ def evaluate(x: CostInputs) -> CostResult:
 # The embedded target and the shipped weights in memory (float32, 4 bytes a parameter), and KV cache bytes
 # per token = layers x 2 (K and V) x 3 KV heads x 64 dims x 4 bytes. Parameters: the target 134.5M; the
 # tensors stored in assets/draft (7.08M: its other layers are the target's own), assets/eagle (4.21M) and
-# assets/medusa (1.00M); tests/test_app.py checks these against the files.
+# assets/medusa (1.99M: two blocks a head); tests/test_app.py checks these against the files.
 EMBEDDED_FOOTPRINT = {  # name -> (weights MB, KV cache bytes per token)
     "target": (538.0, 30 * 2 * 3 * 64 * 4),
     "draft": (28.3, 8 * 2 * 3 * 64 * 4),
     "eagle": (16.8, 1 * 2 * 3 * 64 * 4),
-    "medusa": (4.0, 0),
+    "medusa": (8.0, 0),
 }
 CONTEXT_TOKENS = 2048  # the context the KV caches are sized for
 NO_EXTRA_MEMORY = ("baseline", "ngram")  # methods that add nothing to the target's memory

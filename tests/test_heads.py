@@ -225,6 +225,16 @@ def test_eagle_also_scores_the_context_tokens_its_draft_vocabulary_lacks():
     assert widened.draft_probs == pytest.approx(reference.draft_probs)
     assert set(widened.tokens) & set(PROMPT) and not set(plain.tokens) & set(PROMPT)
 
+    from specviz.methods.base import Baseline
+
+    def text(proposer):  # a whole run: the rows grow with the generated tokens, and the text stays the target's
+        rounds = list(speculate(target, proposer, PROMPT, RunConfig(max_new_tokens=24, k=4), GREEDY))
+        return [t for r in rounds for t in r.emitted]
+
+    proposer = EagleProposer(bind(head, target), options)
+    assert text(proposer) == text(Baseline())
+    assert len(proposer.context_rows) > len(set(PROMPT))  # tokens generated outside the vocabulary were added
+
 
 def _wide_model():
     from conftest import tiny_llama
