@@ -48,6 +48,23 @@ def test_medusa_tree_follows_each_heads_top_k():
     assert max(tree.depths()) == 3 and len(tree) == 12
 
 
+def test_medusa_runs_only_the_heads_its_tree_reaches():
+    """Each head costs a full LM-head product: a tree of depth 1 (the CPU default's 2 nodes) runs head 0 alone."""
+    target, weights = tiny_target(0), tiny_medusa(0)
+    with torch.inference_mode():
+        features = target.model(input_ids=torch.tensor([PROMPT[:-1]], device=target.device), output_hidden_states=True).hidden_states[-1][0]
+    for nodes, reached in ((2, 1), (12, 3)):
+        proposer = MedusaProposer(MedusaWeights(weights.heads, [[0.9, 0.5], [0.1, 0.05], [0.1, 0.05]], weights.lm_weight), nodes)
+        calls = []
+        hooks = [head[0].register_forward_hook(lambda *_, i=i: calls.append(i)) for i, head in enumerate(weights.heads)]
+        proposer.observe((features,))
+        with torch.inference_mode():
+            tree = proposer.propose(PROMPT, k=3)
+        for hook in hooks:
+            hook.remove()
+        assert max(tree.depths()) == reached and sorted(set(calls)) == list(range(reached))
+
+
 def reference_draft(weights, target, ids, path):
     """The draft's probability of each token of `path` after ids, computed naively: the head over
     every position from scratch with a causal mask, then one draft step per path token."""

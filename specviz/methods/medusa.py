@@ -51,15 +51,15 @@ class MedusaHeads(nn.ModuleList):
             self.append(nn.Sequential(*blocks))
         self.n_layers, self.own_vocab = n_layers, own_vocab
 
-    def hidden(self, features: torch.Tensor) -> torch.Tensor:
-        """(N, H) -> (n_heads, N, H): each head's residual blocks (no LM head)."""
-        return torch.stack([head[: self.n_layers](features) for head in self])
+    def hidden(self, features: torch.Tensor, n: Optional[int] = None) -> torch.Tensor:
+        """(N, H) -> (n, N, H): the first n heads' residual blocks (all heads by default; no LM head)."""
+        return torch.stack([head[: self.n_layers](features) for head in list(self)[:n]])
 
-    def logits(self, features: torch.Tensor, lm_weight: torch.Tensor) -> torch.Tensor:
-        """(N, H) -> (n_heads, N, V): the shared LM head (lm_weight (V, H)) unless heads have their own."""
+    def logits(self, features: torch.Tensor, lm_weight: torch.Tensor, n: Optional[int] = None) -> torch.Tensor:
+        """(N, H) -> (n, N, V): the first n heads through the shared LM head (lm_weight (V, H)) unless they have their own."""
         if self.own_vocab:
-            return torch.stack([head(features) for head in self])
-        return self.hidden(features) @ lm_weight.T
+            return torch.stack([head(features) for head in list(self)[:n]])
+        return self.hidden(features, n) @ lm_weight.T
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,9 @@ class MedusaProposer(Proposer):
         if not choices:
             return Tree()
         top_k = 1 + max(max(c) for c in choices)
+        depth = max(len(c) for c in choices)  # heads deeper than the tree are not computed (a full LM head each)
         # Step 1: every head reads the feature of ids[-2]; head i guesses the token i + 1 after the root.
-        logits = w.heads.logits(self.latest[None].to(w.lm_weight.dtype), w.lm_weight)[:, 0].float()  # (n_heads, V)
+        logits = w.heads.logits(self.latest[None].to(w.lm_weight.dtype), w.lm_weight, depth)[:, 0].float()  # (depth, V)
         probs = torch.softmax(logits, dim=-1)
         top_probs, top_tokens = probs.topk(top_k, dim=-1)  # (n_heads, top_k)
         # Step 2: the static tree, node by node; a node's parent is its path minus the last rank.
