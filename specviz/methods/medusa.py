@@ -127,7 +127,7 @@ class MedusaProposer(Proposer):
         # Step 1: every head reads the feature of ids[-2]; head i guesses the token i + 1 after the root.
         logits = w.heads.logits(self.latest[None].to(w.lm_weight.dtype), w.lm_weight, depth)[:, 0].float()  # (depth, V)
         probs = torch.softmax(logits, dim=-1)
-        top_probs, top_tokens = probs.topk(top_k, dim=-1)  # (n_heads, top_k)
+        top_probs, top_tokens = probs.topk(top_k, dim=-1)  # (depth, top_k)
         # Step 2: the static tree, node by node; a node's parent is its path minus the last rank.
         index = {(): ROOT}
         tokens, parents, draft_probs = [], [], []

@@ -182,6 +182,20 @@ def _finish(name: str, state: dict, out: Path, args) -> None:
           f"weights in {out}", file=sys.stderr)
 
 
+def _growth(args: argparse.Namespace, start: Start, flag: str, wanted: Optional[int], had: int,
+            refusal: str) -> tuple[int, range]:
+    """How many layers a run builds when its start has `had`: `wanted` (the flag's value), by default `had`. A resumed
+    checkpoint keeps its own architecture and --init's only grows. Returns the count and the indices of the layers
+    added to --init's (the caller starts them as the identity)."""
+    resuming = start.weights is not None and start.card is None
+    if resuming and wanted not in (None, had):
+        raise SystemExit(f"{flag} {wanted}: the checkpoint in {args.work} has {had}")
+    n_layers = wanted or had
+    if n_layers < had:
+        raise SystemExit(f"{flag} {n_layers}: --init {args.init} has {had} {refusal}")
+    return n_layers, range(had, n_layers) if start.card is not None else range(0)
+
+
 def _eagle_head(args: argparse.Namespace, target, start: Start, draft_ids: torch.Tensor):
     """The head a run trains, with --init's weights copied in. It has --head-layers decoder layers (default: as
     many as the weights it continues); layers beyond --init's start as the identity (zero output projections),
@@ -189,17 +203,11 @@ def _eagle_head(args: argparse.Namespace, target, start: Start, draft_ids: torch
     from ..methods.eagle import layer_count, new_head
 
     had = 1 if args.eagle3 or start.weights is None else layer_count(start.weights)
-    resuming = start.weights is not None and start.card is None  # the checkpoint's architecture, then
-    if resuming and args.head_layers not in (None, had):
-        raise SystemExit(f"--head-layers {args.head_layers}: the checkpoint in {args.work} has {had}")
+    n_layers, added = _growth(args, start, "--head-layers", args.head_layers, had, "layers; a head only grows")
     if args.eagle3 and args.head_layers not in (None, 1):
         raise SystemExit("--head-layers is for EAGLE-1/2 heads: an EAGLE-3 head has one layer")
-    n_layers = args.head_layers or had
-    if n_layers < had:
-        raise SystemExit(f"--head-layers {n_layers}: --init {args.init} has {had} layers; a head only grows")
     head = new_head(target, eagle3=args.eagle3, draft_ids=draft_ids, seed=args.seed, n_layers=n_layers)
     head = head.float().to(target.device)
-    added = range(had, n_layers) if start.card is not None else range(0)
     with torch.no_grad():  # layers added to --init's start as the identity: the grown head drafts as it did
         for i in added:
             for linear in (head.layers[i].self_attn.o_proj, head.layers[i].mlp.down_proj):
@@ -255,14 +263,8 @@ def _medusa_heads(args: argparse.Namespace, target, start: Start):
     from ..methods.medusa import MedusaHeads, medusa_shape
 
     had = 1 if start.weights is None else medusa_shape(start.weights)[1]
-    resuming = start.weights is not None and start.card is None
-    if resuming and args.layers not in (None, had):
-        raise SystemExit(f"--layers {args.layers}: the checkpoint in {args.work} has {had}")
-    n_layers = args.layers or had
-    if n_layers < had:
-        raise SystemExit(f"--layers {n_layers}: --init {args.init} has {had} blocks per head; heads only grow")
+    n_layers, added = _growth(args, start, "--layers", args.layers, had, "blocks per head; heads only grow")
     heads = MedusaHeads(target.model.config.hidden_size, args.heads, n_layers).to(target.device)
-    added = range(had, n_layers) if start.card is not None else range(0)
     _start_from(heads, start, target, args.init, tuple(f"{h}.{i}." for h in range(args.heads) for i in added))
     return heads
 
