@@ -7,7 +7,7 @@ come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT.
 API (gradio_client):
     Client(url).predict(prompt, method, max_new_tokens, temperature, api_name="/speculate")
     -> {"text": str, "rounds": [Round.to_dict(), ...], "metrics": summarize(rounds)}
-Optional trailing arguments: k, top_p, seed. Invalid values raise gr.Error to the client.
+Optional trailing arguments: k, top_p, seed, nodes, typical. Invalid values raise gr.Error to the client.
 
 Limits per request (tokens, prompt length, time) and the model allow-list come from Limits;
 SPECVIZ_PUBLIC=1 selects the stricter public ones (docs/robustness.md).
@@ -179,7 +179,8 @@ def _as_float(value: Any, name: str, low: float, high: float, low_open: bool = F
 
 
 def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperature: Any, top_p: Any,
-             max_new_tokens: Any, seed: Any, model: Any, lang: str = "en", nodes: Any = 0) -> Request:
+             max_new_tokens: Any, seed: Any, model: Any, lang: str = "en", nodes: Any = 0,
+             typical: Any = False) -> Request:
     """Raw inputs -> a Request, or gr.Error with a message a user can act on (in `lang`).
 
     The model is checked against the offered choices before anything is loaded."""
@@ -195,9 +196,11 @@ def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperatu
         raise error("err.method", lang, method=shown(method), choices=", ".join(methods))
     run = RunConfig(max_new_tokens=_as_int(max_new_tokens, "max_new_tokens", 1, limits.max_new_tokens, lang),
                     k=_as_int(k, "k", 1, MAX_K, lang), time_budget_s=limits.time_budget_s)
+    if not isinstance(typical, bool) and typical is not None:
+        raise error("err.typical", lang, value=shown(typical))
     sampling = SamplingConfig(temperature=_as_float(temperature, "temperature", 0.0, MAX_TEMPERATURE, lang=lang),
                               top_p=_as_float(top_p, "top_p", 0.0, 1.0, low_open=True, lang=lang),
-                              seed=_as_int(seed, "seed", 0, 2**31 - 1, lang))
+                              seed=_as_int(seed, "seed", 0, 2**31 - 1, lang), typical=bool(typical))
     nodes = _as_int(nodes if nodes is not None else 0, "nodes", 0, MAX_NODES, lang)
     options = {"nodes": nodes} if nodes and method in TREE_METHODS else {}
     return Request(prompt, method, model, replace(run, k_max=max(run.k, run.k_max)), sampling, options)
@@ -359,10 +362,10 @@ def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]
 
 
 def run_single(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
-               with_baseline, cache, language: str = "English", nodes=0) -> Iterator[tuple]:
+               with_baseline, cache, language: str = "English", nodes=0, typical=False) -> Iterator[tuple]:
     """Stream one method round by round, then (optionally) the baseline for speedup and losslessness."""
     lang = i18n.code(language)
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical)
     tick, rounds, cache = Throttle(), [], dict(cache or {})
     for rounds in growing(backend, req, lang):
         yield single_outputs(req, rounds, None, tick(force=rounds[-1].finished), lang=lang)
@@ -434,14 +437,14 @@ def _column_state(rounds: Optional[list[Round]], lang: str = "en") -> str:
 
 
 def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, max_new_tokens, seed, model,
-                cache, language: str = "English", nodes=0) -> Iterator[tuple]:
+                cache, language: str = "English", nodes=0, typical=False) -> Iterator[tuple]:
     """Run two to four methods one after another on the same prompt, a fresh baseline first, so
     every speed in the table is measured under the same conditions."""
     lang = i18n.code(language)
     methods = list(methods or [])
     if not 2 <= len(methods) <= MAX_COLUMNS:
         raise error("err.compare_count", lang, most=MAX_COLUMNS, n=len(methods))
-    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes)
+    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical)
             for m in methods]
     greedy, tick, runs = reqs[0].sampling.greedy, Throttle(), {}
     base: list[Round] = []
@@ -474,10 +477,10 @@ def step_outputs(state: dict, lang: str = "en") -> tuple:
 
 
 def step_prepare(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed,
-                 model, language: str = "English", nodes=0) -> Iterator[tuple]:
+                 model, language: str = "English", nodes=0, typical=False) -> Iterator[tuple]:
     """Run the whole generation once; the rounds are then revealed one per click from session state."""
     lang = i18n.code(language)
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical)
     skip, tick, rounds = gr.skip(), Throttle(), []
     for rounds in growing(backend, req, lang):
         if tick():
@@ -505,7 +508,8 @@ def step_view(state: Optional[dict], empty: str, lang: str) -> tuple:
 # --- traces: save a run, replay it without a model ---------------------------------------------------
 
 def trace_file(backend: EngineBackend, runs: dict[str, list[Round]], prompt, k, temperature, top_p,
-               max_new_tokens, seed, model, language: str = "English") -> tuple[Optional[str], str, Optional[trace.Trace]]:
+               max_new_tokens, seed, model, language: str = "English",
+               typical=False) -> tuple[Optional[str], str, Optional[trace.Trace]]:
     """The finished run(s) as a trace file to download, their production configuration, and the trace (the
     language switch rewrites the configuration from it); (None, "", None) while there is nothing to save.
 
@@ -514,7 +518,8 @@ def trace_file(backend: EngineBackend, runs: dict[str, list[Round]], prompt, k, 
     runs = {label: list(rounds) for label, rounds in (runs or {}).items() if rounds}
     if not runs:
         return None, "", None
-    req = validate(backend, prompt, next(iter(runs)), k, temperature, top_p, max_new_tokens, seed, model, lang)
+    req = validate(backend, prompt, next(iter(runs)), k, temperature, top_p, max_new_tokens, seed, model, lang,
+                   typical=typical)
     record = trace.Trace(model=req.model, prompt=req.prompt, runs=runs, run=req.run, sampling=req.sampling)
     folder = Path(tempfile.mkdtemp(prefix="specviz-trace-"))
     name = "-".join(runs) + time.strftime("-%Y%m%d-%H%M%S.json", time.gmtime())
@@ -664,10 +669,11 @@ def source_note(sources: Optional[dict], name: Optional[str], lang: str) -> str:
 # --- API --------------------------------------------------------------------------------------------
 
 def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens: Any, temperature: Any,
-               k: Any, top_p: Any, seed: Any, nodes: Any = 0) -> dict:
+               k: Any, top_p: Any, seed: Any, nodes: Any = 0, typical: Any = False) -> dict:
     """The /speculate endpoint (messages in English)."""
     model = backend.models[0]
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, nodes=nodes)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, nodes=nodes,
+                   typical=typical)
     rounds = list(rounds_of(backend, req))
     if rounds and rounds[-1].stop_reason == "time_budget":
         raise error("err.api_time_budget", "en", budget=f"{req.run.time_budget_s:g}",
@@ -747,6 +753,8 @@ def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Compon
             with gr.Row():
                 c["temperature"] = ui(gr.Slider, 0, MAX_TEMPERATURE, value=0, step=0.05, label=tr("ctl.temperature"))
                 c["top_p"] = ui(gr.Slider, 0.05, 1, value=1, step=0.05, label=tr("ctl.top_p"))
+            c["typical"] = ui(gr.Checkbox, value=False, label=tr("ctl.typical"), info=tr("ctl.typical_info"),
+                              elem_id="typical")
             with gr.Row():
                 top = backend.limits.max_new_tokens
                 c["max_new_tokens"] = ui(gr.Slider, 1, top, value=min(96, top), step=1, label=tr("ctl.max_new_tokens"))
@@ -810,9 +818,10 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
     event = run.click(functools.partial(run_single, backend),
-                      [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"]], outputs, **MODEL)
+                      [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"], c["typical"]], outputs,
+                      **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
-    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language],
+    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language, c["typical"]],
                [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     pick.input(inspect_round, [last_run, pick, language], [tree, tokens], queue=False, **UI)
@@ -842,10 +851,10 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     inputs = [c["prompt"], chosen] + trace_settings(c)[1:]  # the settings after the prompt
     runs, deployed = gr.State({}), gr.State(None)  # deployed: the saved trace
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
-    event = run.click(functools.partial(run_compare, backend), inputs + [cache, language, c["nodes"]],
+    event = run.click(functools.partial(run_compare, backend), inputs + [cache, language, c["nodes"], c["typical"]],
                       [status, *columns, summary, *figures, runs, cache], **MODEL)
     deploy = production_box(ui, "compare.production", "compare-production")
-    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language],
+    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language, c["typical"]],
                [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures,
@@ -868,8 +877,8 @@ def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> d
     tree = gr.HTML()
     tokens = dataframe(ui, "headers.tokens")
     outputs = [status, stream, narration, tree, tokens, state]
-    prepare.click(functools.partial(step_prepare, backend), [c[n] for n in SETTINGS] + [language, c["nodes"]], outputs,
-                  **MODEL)
+    prepare.click(functools.partial(step_prepare, backend),
+                  [c[n] for n in SETTINGS] + [language, c["nodes"], c["typical"]], outputs, **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
         button.click(functools.partial(step_move, delta=delta), [state, language], outputs, **UI)
     return dict(state=state, view=outputs[:-1])
@@ -1036,10 +1045,11 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         c["model"].change(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
-                      k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0) -> dict:
+                      k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0, typical: bool = False) -> dict:
             """Generate with one method; returns {"text", "rounds", "metrics"}. nodes: tree size for eagle,
-            medusa and draft (0 = this device's default; 1 = the draft's chain)."""
-            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes)
+            medusa and draft (0 = this device's default; 1 = the draft's chain). typical: Medusa's typical
+            acceptance when sampling (lossy: more guesses kept, the target's distribution no longer kept)."""
+            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)

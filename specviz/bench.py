@@ -40,6 +40,9 @@ DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "f
 Runner = Callable[[str], dict[str, Any]]  # prompt text -> {text, new_tokens, rounds, elapsed_s, proposed/accepted}
 
 
+TYPICAL_KEYS = ("typical", "typical_epsilon", "typical_alpha")  # per method: Medusa's typical acceptance (lossy)
+
+
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """'eagle' or 'eagle:nodes=16:k=3' -> ("eagle", {"nodes": 16, "k": 3}): a method with options, for sweeps."""
     name, *pairs = spec.strip().split(":")
@@ -166,7 +169,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--prompts", type=Path, default=Path(__file__).resolve().parent.parent / "demos" / "bench_prompts.jsonl",
                         help="JSONL of {prompt, category} or {question_id, category, turns}")
     parser.add_argument("--methods", default="baseline,ngram",
-                        help="comma-separated; baseline always runs; options after colons, e.g. eagle:nodes=16:k=3")
+                        help="comma-separated; baseline always runs; options after colons, e.g. eagle:nodes=16:k=3; "
+                             "medusa:typical=1 verifies with Medusa's typical acceptance (lossy, when sampling)")
     parser.add_argument("--max-new-tokens", type=int, default=100)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -219,21 +223,29 @@ def bench_from_args(args: argparse.Namespace) -> int:
     unknown = [name for name, _ in parsed.values() if name not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; known methods: {', '.join(METHODS)}")
-    runs = {}
+    runs, samplings = {}, {}
     run_keys = {f.name for f in fields(RunConfig)}  # k, adaptive_k, fallback_threshold, ...
     for spec, (name, options) in parsed.items():
         known = set(inspect.signature(REGISTRY[name].make).parameters) - {"target", "sampling"}
-        if set(options) - known - run_keys:
-            raise ValueError(f"method {name!r} has no option {sorted(set(options) - known - run_keys)[0]!r}; "
-                             f"its options: {', '.join(sorted(known))}, and RunConfig's: {', '.join(sorted(run_keys))}")
+        unknown_options = sorted(set(options) - known - run_keys - set(TYPICAL_KEYS))
+        if unknown_options:
+            raise ValueError(f"method {name!r} has no option {unknown_options[0]!r}; "
+                             f"its options: {', '.join(sorted(known))}, RunConfig's: {', '.join(sorted(run_keys))}, "
+                             f"and {', '.join(TYPICAL_KEYS)}")
         runs[spec] = replace(run, **{key: options.pop(key) for key in list(options) if key in run_keys})
         runs[spec].validate()
+        samplings[spec] = replace(sampling, **{key: options.pop(key) for key in TYPICAL_KEYS if key in options})
+        if samplings[spec].typical not in (0, 1):
+            raise ValueError(f"{spec!r}: typical must be 0 or 1, got {samplings[spec].typical!r}")
+        samplings[spec] = replace(samplings[spec], typical=bool(samplings[spec].typical))
+        samplings[spec].validate()
     if args.random_init and not args.model:
         raise ValueError("--random-init needs --model FOLDER (a config.json and a tokenizer)")
     dtype = DTYPES[args.dtype]
     target = random_target(args.model, dtype=dtype) if args.random_init else load_target(args.model, dtype=dtype)
     draft = {"draft": load_target(args.draft)} if args.draft else {}
-    runners = {spec: engine_runner(target, name, runs[spec], sampling, {**(draft if name == "draft" else {}), **options})
+    runners = {spec: engine_runner(target, name, runs[spec], samplings[spec],
+                                   {**(draft if name == "draft" else {}), **options})
                for spec, (name, options) in parsed.items()}
     if args.compare_hf:
         runners.update(hf_runners(target, run, sampling, draft))

@@ -12,6 +12,11 @@ class SamplingConfig:
     top_p: float = 1.0  # nucleus sampling mass in (0, 1]; 1 keeps the whole distribution
     top_k: int = 0  # keep only the k most likely tokens; 0 keeps all
     seed: int = 0  # seeds the one torch.Generator of a run, so sampling runs are reproducible
+    # Medusa's typical acceptance (LOSSY, sampling only): keep a guess the target finds plausible, p > the
+    # threshold min(epsilon, alpha * exp(-entropy of p)), instead of the rejection rule that keeps p exactly
+    typical: bool = False
+    typical_epsilon: float = 0.09  # Medusa's posterior_threshold
+    typical_alpha: float = 0.3  # Medusa's posterior_alpha
 
     def validate(self) -> None:
         if not self.temperature >= 0:
@@ -20,10 +25,19 @@ class SamplingConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k!r}")
+        if not (0 <= self.typical_epsilon <= 1 and 0 <= self.typical_alpha <= 1):
+            raise ValueError(f"typical_epsilon and typical_alpha must be in [0, 1], got "
+                             f"{self.typical_epsilon!r} and {self.typical_alpha!r}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def lossy(self) -> bool:
+        """Typical acceptance while sampling: faster, but the output no longer follows the target's distribution.
+        At temperature 0 it changes nothing (greedy acceptance either way, as in Medusa)."""
+        return self.typical and not self.greedy
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Ver
         emitted=list(emitted), text=text,
         draft_time_s=draft_time, verify_time_s=verify_time, elapsed_s=elapsed,
         tokens_so_far=tokens_so_far, finished=stop_reason is not None, stop_reason=stop_reason, note=note,
-        temperature=temperature, draft_sampled=tree.draft_dists is not None,
+        temperature=temperature, draft_sampled=tree.draft_dists is not None, thresholds=verdict.thresholds,
     )
 
 

@@ -91,6 +91,8 @@ def deployment(method: str, model: str, run: RunConfig, sampling: SamplingConfig
     spec, hf_spec = _speculative(method, run, draft, ngram, notes)
     if run.adaptive_k and method != "draft":
         notes.append(("note.adaptive_k", {}))
+    if sampling.lossy and method != "baseline":
+        notes.append(("note.typical", {}))
     if run.fallback_threshold > 0:
         notes.append(("note.fallback", {}))
     llm = None

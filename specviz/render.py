@@ -256,6 +256,10 @@ def narrate(r: Round, greedy: bool, lang: str = "en") -> str:
 
 def _why_rejected(r: Round, i: int, greedy: bool, lang: str) -> str:
     draft, target = r.draft_probs[i], r.target_probs[i]
+    if r.thresholds is not None:  # typical acceptance: a threshold, no coin
+        passed = target > r.thresholds[i]
+        return text("narr.rejected_typical_passed" if passed else "narr.rejected_typical", lang, piece=_q(r.pieces[i]),
+                    p=fmt_prob(target), threshold=fmt_prob(r.thresholds[i]))
     if greedy:
         end = r.accepted_path[-1] if r.accepted_path else -1
         preferred = (text("narr.preferred", lang, piece=_q(r.bonus_piece))
@@ -270,8 +274,8 @@ def _bonus_line(r: Round, greedy: bool, lang: str) -> str:
     if r.bonus_token is None:
         return text("narr.no_bonus", lang)
     where = text("narr.after_kept" if r.n_accepted else "narr.in_place", lang)
-    how = ("narr.how.residual" if r.bonus_source == "residual" else "narr.how.greedy" if greedy
-           else "narr.how.sampled")
+    how = ("narr.how.residual" if r.bonus_source == "residual" else "narr.how.typical" if r.bonus_source == "typical"
+           else "narr.how.greedy" if greedy else "narr.how.sampled")
     return text("narr.bonus", lang, piece=_q(r.bonus_piece), where=where, how=text(how, lang),
                 p=fmt_prob(r.bonus_prob), n=len(r.emitted))
 
@@ -327,6 +331,8 @@ def lossless_markdown(spec: list[Round], base: list[Round], greedy: bool, lang: 
     """Whether a speculative run's tokens equal the baseline's, or where they first differ."""
     if not spec or not base:
         return ""
+    if any(r.thresholds is not None for r in spec):
+        return text("lossless.typical", lang)
     if not greedy:
         return text("lossless.sampling", lang)
     check = agreement(spec, base)

@@ -2,6 +2,7 @@
 the accepted path, exactly one bonus token from the target, and the KV cache rolled back to it."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,7 +21,8 @@ class Verdict:
     target_probs: list[float]  # each node's token under the target distribution at its parent
     bonus: int  # the token the target adds after the accepted path
     bonus_prob: float
-    bonus_source: str  # "target" or "residual"
+    bonus_source: str  # "target", "residual" or "typical"
+    thresholds: Optional[list[float]] = None  # typical acceptance: per node, the probability its token had to beat
 
 
 def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
@@ -33,10 +35,13 @@ def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
     min(1, p(c_j) / q_j(c_j)); on rejection p <- norm(max(0, p - q_j)) and the next sibling is
     tried. q_j is the distribution c_j was drawn from, or a point mass for a deterministic guess.
     When no child is accepted the bonus token is drawn from what is left of p.
+    Typical acceptance (sampling.lossy) replaces the rejection rule: see `typical_path`.
     """
     probs = target_distribution(logits, sampling)  # (n+1, V)
     rows = [p + 1 for p in tree.parents]
     target_probs = [float(probs[r, t]) for r, t in zip(rows, tree.tokens)]
+    if sampling.lossy:
+        return typical_path(tree, probs, target_probs, sampling, generator)
     status = [UNREACHED] * len(tree)
     children = tree.children()
     node, path, left, source = ROOT, [], probs[0], "target"
@@ -67,6 +72,43 @@ def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
     else:
         bonus = sample(left, generator)
     return Verdict(path, status, target_probs, bonus, float(probs[node + 1, bonus]), source)
+
+
+def typical_thresholds(probs: torch.Tensor, sampling: SamplingConfig) -> torch.Tensor:
+    """(n+1, V) -> (n+1,): per row, min(epsilon, alpha * exp(-H(p))), H the entropy of the row (Medusa's form)."""
+    entropy = -(probs * torch.log(probs + 1e-5)).sum(-1)
+    return torch.clamp(sampling.typical_alpha * torch.exp(-entropy), max=sampling.typical_epsilon)
+
+
+def typical_path(tree: Tree, probs: torch.Tensor, target_probs: list[float], sampling: SamplingConfig,
+                 generator: torch.Generator) -> Verdict:
+    """Medusa's typical acceptance, LOSSY: a guess passes when the target gives it more than the threshold at
+    its parent (a plausible token, not necessarily the one the target would sample). The accepted path is the
+    deepest one whose every guess passes, the likeliest (sum of log p) among equally deep ones; the bonus is
+    drawn from p without the tokens under the threshold. Fewer rejections, but the text no longer follows the
+    target's distribution. probs: (n+1, V) target distributions, row 0 after the root."""
+    limit = typical_thresholds(probs, sampling)  # (n+1,)
+    thresholds = [float(limit[p + 1]) for p in tree.parents]
+    score = {ROOT: (0, 0.0)}  # passing nodes (and the root): (depth, log-likelihood of the path)
+    best = ROOT
+    for i, parent in enumerate(tree.parents):  # each parent comes before its children
+        if parent in score and target_probs[i] > thresholds[i]:
+            depth, logp = score[parent]
+            score[i] = (depth + 1, logp + math.log(target_probs[i]))
+            best = i if score[i] > score[best] else best
+    path, node = [], best
+    while node != ROOT:
+        path.append(node)
+        node = tree.parents[node]
+    path.reverse()
+    on_path, tried = set(path), {ROOT, *path}  # the children of the root and of kept nodes were looked at
+    status = [ACCEPTED if i in on_path else REJECTED if p in tried else UNREACHED for i, p in enumerate(tree.parents)]
+    row = probs[best + 1]
+    kept = row.masked_fill(row <= limit[best + 1], 0.0)
+    top = int(torch.argmax(row))
+    kept[top] = row[top]  # the target's top token always stays
+    bonus = sample(kept / kept.sum(), generator)
+    return Verdict(path, status, target_probs, bonus, float(row[bonus]), "typical", thresholds)
 
 
 def truncate(cache, length: int) -> None:

@@ -101,9 +101,10 @@ class FakeBackend:
     def stream(self, req: app.Request) -> Iterator[Round]:
         self.calls.append(req.method)
         wrong = self.wrong_at if req.method != "baseline" else -1
-        try:  # the engine records the run's temperature in every round
+        try:  # the engine records the run's temperature (and, for typical acceptance, thresholds) in every round
             for r in canned_run(req.method, req.run.max_new_tokens, req.run.k, wrong):
-                yield replace(r, temperature=req.sampling.temperature)
+                yield replace(r, temperature=req.sampling.temperature,
+                              thresholds=[0.08] * r.n_proposed if req.sampling.lossy else None)
         finally:
             self.closed += 1
 
@@ -169,6 +170,7 @@ def check(backend=None, **overrides):
     (dict(nodes=-1), "nodes"),
     (dict(nodes=app.MAX_NODES + 1), "nodes"),
     (dict(nodes="lots"), "nodes"),
+    (dict(typical="yes"), "typical must be true or false"),
 ])
 def test_validate_rejects_bad_values_with_a_clear_message(overrides, message):
     with pytest.raises(gr.Error, match=message):
@@ -261,6 +263,30 @@ def test_run_single_without_baseline_and_sampling():
     assert "Tick" in final[11]
     final = single(backend, temperature=0.8)[-1]
     assert "Sampling" in final[11]
+
+
+def test_typical_acceptance_reaches_the_engine_and_is_called_lossy():
+    assert check(temperature=0.8, typical=True).sampling.lossy
+    assert not check(typical=None).sampling.typical
+    backend = FakeBackend()
+    final = list(app.run_single(backend, "Count to ten", "ngram", 4, 0.8, 1.0, 24, 0, "fake-model", True, {},
+                                "English", 0, True))[-1]
+    assert "Typical acceptance is lossy" in final[11]
+    assert all(r.thresholds == [0.08] * r.n_proposed for r in final[-3])
+    final = list(app.run_single(backend, "Count to ten", "ngram", 4, 0.8, 1.0, 24, 0, "fake-model", True, {},
+                                "中文", 0, True))[-1]
+    assert "典型接受是有损的" in final[11]
+    path, _, saved = app.save_single(backend, final[-3], "Count to ten", 4, 0.8, 1.0, 24, 0, "fake-model",
+                                     "English", True)
+    assert saved.sampling.typical and "typical acceptance (lossy) has no equivalent" in app.production_markdown(saved)
+
+
+def test_narration_of_typical_acceptance_names_the_threshold():
+    r = replace(list(canned_run("draft", 24, 4))[2], thresholds=[0.08, 0.08, 0.08, 0.08], bonus_source="typical")
+    r = replace(r, target_probs=[0.05, 0.3, 0.3, 0.3])
+    text = render.narrate(r, greedy=False)
+    assert "min(ε, α·e^(−entropy)) = 0.080" in text and "p = 0.050" in text and "implausible tokens" in text
+    assert "min(1, target / draft)" not in text
 
 
 def test_stopping_a_run_closes_the_engine_stream():

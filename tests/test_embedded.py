@@ -50,11 +50,11 @@ def test_bench_cli_writes_the_contract(tmp_path, embedded):
     prompts.write_text(json.dumps({"prompt": PROMPTS[0], "category": "repeat"}) + "\n" +
                        json.dumps({"question_id": 1, "category": "mt", "turns": [PROMPTS[2], "more"]}) + "\n")
     out = tmp_path / "r.json"
-    assert bench_main(["--prompts", str(prompts), "--methods", "ngram", "--max-new-tokens", "12",
+    assert bench_main(["--prompts", str(prompts), "--methods", "ngram,ngram:typical=1", "--max-new-tokens", "12",
                        "--compare-hf", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["max_new_tokens"] == 12 and report["temperature"] == 0.0
-    for name in ("baseline", "ngram"):
+    for name in ("baseline", "ngram", "ngram:typical=1"):  # typical acceptance changes nothing at temperature 0
         row = report["methods"][name]
         assert row["identical_to_baseline"] is True
         assert set(row["by_category"]) == {"repeat", "mt"}

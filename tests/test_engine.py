@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -401,3 +402,21 @@ def test_a_draft_tree_samples_with_point_masses(target, draft_target):
                                         nodes=10))  # seeded
     with pytest.raises(ValueError, match="nodes and top_k"):
         make_proposer("draft", target, GREEDY, draft=draft_target, nodes=-2)
+
+
+def test_typical_acceptance_runs_through_the_engine_and_keeps_what_passes(target, draft_target):
+    """Every method verifies with Medusa's typical rule when asked (sampling only): each kept guess beat its
+    recorded threshold, every rejected child of a kept node fell under it or lost to a longer path, and the
+    records say so; at temperature 0 the option changes nothing."""
+    hot = SamplingConfig(temperature=0.9, seed=3, typical=True)
+    for name in METHODS:
+        options = method_options(name, draft_target)
+        rounds = run(target, name, PROMPTS[1], sampling=hot, **options)
+        assert all(r.thresholds is not None and len(r.thresholds) == r.n_proposed for r in rounds), name
+        for r in rounds:
+            assert all(r.target_probs[i] > r.thresholds[i] for i in r.accepted_path), (name, r.index)
+            assert r.bonus_token is None or r.bonus_source == "typical"
+        assert output(run(target, name, PROMPTS[1], sampling=SamplingConfig(typical=True), **options)) == \
+            output(run(target, "baseline", PROMPTS[1])), name
+    exact = run(target, "draft", PROMPTS[1], sampling=replace(hot, typical=False), draft=draft_target)
+    assert all(r.thresholds is None for r in exact)

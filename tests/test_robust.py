@@ -191,6 +191,8 @@ def test_no_remote_code_and_weights_only_through_safe_loaders():
     (["--methods", "eagle:nodez=8"], "method 'eagle' has no option 'nodez'"),
     (["--methods", "ngram:k=40"], "k must be an integer from 1 to"),
     (["--methods", "ngram:max_ngram"], "is not KEY=VALUE"),
+    (["--methods", "medusa:typical=2"], "typical must be 0 or 1"),
+    (["--methods", "medusa:typical_alpha=3"], "typical_epsilon and typical_alpha must be in [0, 1]"),
     (["--random-init"], "--random-init needs --model FOLDER"),
 ])
 def test_the_benchmark_refuses_bad_settings_in_one_line(args, message, capsys, monkeypatch):

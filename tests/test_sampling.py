@@ -3,6 +3,7 @@ Markov 'language' whose next-token table is known, for chains, sampled trees and
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -108,3 +109,77 @@ def test_top_p_and_top_k_shape_the_distribution():
     torch.testing.assert_close(probs, torch.tensor([1.0, 0.0, 0.0, 0.0]))
     cold = target_distribution(logits, SamplingConfig(temperature=0.5))
     torch.testing.assert_close(cold, torch.softmax(logits / 0.5, dim=-1))
+
+
+# --- Medusa's typical acceptance: lossy by design --------------------------------------------------------
+
+TYPICAL = SamplingConfig(temperature=1.0, seed=0, typical=True)
+
+
+def typical_limit(p: torch.Tensor) -> float:
+    """The threshold written out from the paper: min(epsilon, alpha * exp(-H(p)))."""
+    entropy = -float((p * torch.log(p + 1e-5)).sum())
+    return min(0.09, 0.3 * math.exp(-entropy))
+
+
+def rows(*dists):
+    return torch.log(torch.tensor(dists, dtype=torch.float64))  # (n+1, V) logits whose softmax is each row
+
+
+def test_typical_acceptance_keeps_a_plausible_guess_the_target_would_rarely_pick():
+    p0 = [0.5, 0.3, 0.15, 0.04, 0.01]
+    after_1 = [0.05, 0.05, 0.1, 0.2, 0.6]
+    tree = Tree([1, 3, 4], [-1, -1, 0])  # token 1 (p 0.3, passes), token 3 (p 0.04, fails), then 4 after 1
+    logits = rows(p0, after_1, p0, p0)
+    verdict = choose_path(tree, logits, TYPICAL, torch.Generator().manual_seed(0))
+    assert verdict.path == [0, 2]
+    assert verdict.status == ["accepted", "rejected", "accepted"]
+    assert verdict.bonus_source == "typical"
+    limit = typical_limit(torch.tensor(p0))
+    assert 0.04 < limit < 0.3
+    assert verdict.thresholds == pytest.approx([limit, limit, typical_limit(torch.tensor(after_1))], rel=1e-5)
+    # the exact rule keeps token 1 only 30% of the time; the typical rule always
+    kept = sum(choose_path(tree, logits, SAMPLING, torch.Generator().manual_seed(s)).path[:1] == [0] for s in range(200))
+    assert 30 < kept < 90
+
+
+def test_typical_acceptance_prefers_the_longest_path_then_the_likeliest():
+    p0 = [0.45, 0.35, 0.1, 0.05, 0.05]
+    after = [0.1, 0.1, 0.1, 0.1, 0.6]
+    # two passing siblings: the likelier (token 0) wins at equal depth
+    assert choose_path(Tree([1, 0], [-1, -1]), rows(p0, after, after), TYPICAL, torch.Generator()).path == [1]
+    # the less likely sibling wins when only it leads deeper
+    tree = Tree([1, 0, 4], [-1, -1, 0])
+    verdict = choose_path(tree, rows(p0, after, after, after), TYPICAL, torch.Generator())
+    assert verdict.path == [0, 2] and verdict.status == ["accepted", "rejected", "accepted"]
+
+
+def test_the_typical_bonus_never_draws_an_implausible_token():
+    p = [0.6, 0.3, 0.07, 0.02, 0.01]
+    limit = typical_limit(torch.tensor(p))
+    drawn = {choose_path(Tree(), rows(p), TYPICAL, torch.Generator().manual_seed(s)).bonus for s in range(300)}
+    assert drawn == {i for i, q in enumerate(p) if q > limit}  # every plausible token, nothing else
+
+
+def test_typical_acceptance_changes_nothing_at_temperature_0():
+    target, _ = tables(3)
+    g = torch.Generator().manual_seed(0)
+    for state in range(V):
+        tree = tree_round(state, target, target, g, width=2, depth=2, sampled=False)
+        logits = torch.log(target[[state] + tree.tokens])
+        exact = choose_path(tree, logits, SamplingConfig(), torch.Generator())
+        typical = choose_path(tree, logits, SamplingConfig(typical=True), torch.Generator())
+        assert typical == exact and typical.thresholds is None
+
+
+def test_the_distribution_check_sees_that_typical_acceptance_is_lossy(monkeypatch):
+    """The chi-square check that passes the exact rule above fails the typical one."""
+    monkeypatch.setattr(sys.modules[__name__], "SAMPLING", TYPICAL)
+    counts, expected = first_two_tokens(chain_round)
+    assert chi_square_p_value(counts, expected) < 1e-6
+
+
+def test_typical_settings_are_checked():
+    with pytest.raises(ValueError, match="typical_epsilon"):
+        SamplingConfig(temperature=1.0, typical=True, typical_epsilon=2.0).validate()
+    assert SamplingConfig(temperature=0.5, typical=True).lossy and not SamplingConfig(typical=True).lossy
