@@ -146,7 +146,8 @@ def token_rows(r: Round, lang: str = "en") -> list[list]:
     """One row per guessed token of a round, then the bonus token; columns as in headers("headers.tokens")."""
     rows = [[i, depth_of(r.parents, i), r.pieces[i].replace("\n", "↵"), term("status", r.status[i], lang),
              fmt_prob(r.draft_probs[i]), fmt_prob(r.target_probs[i]),
-             f"{keep_chance(r.draft_probs[i], r.target_probs[i]):.3f}"]
+             f"{keep_chance(r.draft_probs[i], r.target_probs[i]):.3f}" if r.thresholds is None
+             else text("cell.threshold", lang, threshold=fmt_prob(r.thresholds[i]))]  # typical: the bar to beat
             for i in range(r.n_proposed)]
     if r.bonus_token is not None:
         rows.append(["bonus", len(r.accepted_path) + 1, r.bonus_piece.replace("\n", "↵"),

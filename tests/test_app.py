@@ -287,6 +287,7 @@ def test_narration_of_typical_acceptance_names_the_threshold():
     text = render.narrate(r, greedy=False)
     assert "min(ε, α·e^(−entropy)) = 0.080" in text and "p = 0.050" in text and "implausible tokens" in text
     assert "min(1, target / draft)" not in text
+    assert render.token_rows(r)[0][-1] == "typical: p > 0.080"
 
 
 def test_stopping_a_run_closes_the_engine_stream():
