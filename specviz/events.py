@@ -38,8 +38,7 @@ class Round:
     bonus_token: Optional[int]  # the one token the target adds; None when the run stopped before it
     bonus_piece: str
     bonus_prob: Optional[float]  # target probability of the bonus token
-    bonus_source: str  # "target" (argmax or a sample of p), "residual" (sampled from max(0, p - q)) or "typical"
-    # (sampled from p without the tokens under the typical threshold)
+    bonus_source: str  # "target" (argmax or a sample of p) or "residual" (sampled from max(0, p - q))
     emitted: list[int]  # tokens committed this round, in order
     text: str  # the text these tokens add to the output
     draft_time_s: float
@@ -53,7 +52,7 @@ class Round:
     draft_sampled: bool = False  # True: tokens were drawn from draft_probs' distribution, accepted w.p. min(1, p/q);
     # False: deterministic guesses (argmax, top-k, lookup), accepted w.p. p when sampling
     thresholds: Optional[list[float]] = None  # typical acceptance (lossy): per node, the target probability its
-    # token had to beat; None: the exact rules (greedy, or rejection sampling)
+    # token had to beat; None: the exact rules (greedy, rejection sampling, or a round that guessed nothing)
 
     @property
     def n_proposed(self) -> int:

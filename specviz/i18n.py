@@ -56,7 +56,6 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "status.bonus": "bonus ({source})",
     "source.target": "target",
     "source.residual": "residual",
-    "source.typical": "typical",
     "mode.speculate": "speculate",
     "mode.fallback": "fallback",
     "mode.plain": "plain",
@@ -114,9 +113,6 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
                          "distribution exactly the target's",
     "narr.how.greedy": "the target's top choice there",
     "narr.how.sampled": "sampled from the target's own distribution there",
-    "narr.how.typical": "sampled from the target's distribution there without its implausible tokens (those under "
-                        "the typical threshold): typical acceptance's rule, which does not keep the target's "
-                        "distribution exactly",
     "narr.bonus": "**Bonus**: {piece} {where}, {how} (target p = {p}). This round committed **{n}** token(s) for "
                   "one target forward.",
     "narr.stop": "The run stopped here ({reason}).",
@@ -403,7 +399,6 @@ ZH = {
     "status.bonus": "奖励（{source}）",
     "source.target": "目标模型",
     "source.residual": "残差分布",
-    "source.typical": "典型接受",
     "mode.speculate": "推测",
     "mode.fallback": "回退",
     "mode.plain": "普通",
@@ -451,7 +446,6 @@ ZH = {
     "narr.how.residual": "从**残差分布** max(0, 目标 − 草稿) 归一化后采样得到：也就是目标模型想要、而草稿模型尚未覆盖的那部分概率，这保证了输出分布与目标模型完全一致",
     "narr.how.greedy": "是目标模型在这里的首选",
     "narr.how.sampled": "从目标模型自己在这里的分布中采样得到",
-    "narr.how.typical": "从目标模型在这里的分布中去掉不够可信的 token（低于典型阈值的）后采样得到：这是典型接受的规则，不再精确保持目标模型的分布",
     "narr.bonus": "**奖励 token**：{piece}，{where}，{how}（目标概率 p = {p}）。这一轮用一次目标模型前向计算确认了 **{n}** 个 token。",
     "narr.stop": "运行在这里停止（{reason}）。",
     # --- losslessness ---

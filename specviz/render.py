@@ -275,8 +275,8 @@ def _bonus_line(r: Round, greedy: bool, lang: str) -> str:
     if r.bonus_token is None:
         return text("narr.no_bonus", lang)
     where = text("narr.after_kept" if r.n_accepted else "narr.in_place", lang)
-    how = ("narr.how.residual" if r.bonus_source == "residual" else "narr.how.typical" if r.bonus_source == "typical"
-           else "narr.how.greedy" if greedy else "narr.how.sampled")
+    how = ("narr.how.residual" if r.bonus_source == "residual" else "narr.how.greedy" if greedy
+           else "narr.how.sampled")
     return text("narr.bonus", lang, piece=_q(r.bonus_piece), where=where, how=text(how, lang),
                 p=fmt_prob(r.bonus_prob), n=len(r.emitted))
 

@@ -21,7 +21,7 @@ class Verdict:
     target_probs: list[float]  # each node's token under the target distribution at its parent
     bonus: int  # the token the target adds after the accepted path
     bonus_prob: float
-    bonus_source: str  # "target", "residual" or "typical"
+    bonus_source: str  # "target" or "residual"
     thresholds: Optional[list[float]] = None  # typical acceptance: per node, the probability its token had to beat
 
 
@@ -40,7 +40,7 @@ def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
     probs = target_distribution(logits, sampling)  # (n+1, V)
     rows = [p + 1 for p in tree.parents]
     target_probs = [float(probs[r, t]) for r, t in zip(rows, tree.tokens)]
-    if sampling.lossy:
+    if sampling.lossy and len(tree):
         return typical_path(tree, probs, target_probs, sampling, generator)
     status = [UNREACHED] * len(tree)
     children = tree.children()
@@ -84,8 +84,9 @@ def typical_path(tree: Tree, probs: torch.Tensor, target_probs: list[float], sam
                  generator: torch.Generator) -> Verdict:
     """Medusa's typical acceptance, LOSSY: a guess passes when the target gives it more than the threshold at
     its parent (a plausible token, not necessarily the one the target would sample). The accepted path is the
-    deepest one whose every guess passes, the likeliest (sum of log p) among equally deep ones; the bonus is
-    drawn from p without the tokens under the threshold. Fewer rejections, but the text no longer follows the
+    deepest one whose every guess passes, the likeliest (sum of log p) among equally deep ones. Only the
+    acceptance changes: the bonus is drawn from p as in every other round (Medusa also truncates it), so a
+    round with no guesses, and the baseline, stay exact. Fewer rejections, but the text no longer follows the
     target's distribution. probs: (n+1, V) target distributions, row 0 after the root."""
     limit = typical_thresholds(probs, sampling)  # (n+1,)
     thresholds = [float(limit[p + 1]) for p in tree.parents]
@@ -103,12 +104,8 @@ def typical_path(tree: Tree, probs: torch.Tensor, target_probs: list[float], sam
     path.reverse()
     on_path, tried = set(path), {ROOT, *path}  # the children of the root and of kept nodes were looked at
     status = [ACCEPTED if i in on_path else REJECTED if p in tried else UNREACHED for i, p in enumerate(tree.parents)]
-    row = probs[best + 1]
-    kept = row.masked_fill(row <= limit[best + 1], 0.0)
-    top = int(torch.argmax(row))
-    kept[top] = row[top]  # the target's top token always stays
-    bonus = sample(kept / kept.sum(), generator)
-    return Verdict(path, status, target_probs, bonus, float(row[bonus]), "typical", thresholds)
+    bonus = sample(probs[best + 1], generator)
+    return Verdict(path, status, target_probs, bonus, float(probs[best + 1, bonus]), "target", thresholds)
 
 
 def truncate(cache, length: int) -> None:

@@ -282,10 +282,11 @@ def test_typical_acceptance_reaches_the_engine_and_is_called_lossy():
 
 
 def test_narration_of_typical_acceptance_names_the_threshold():
-    r = replace(list(canned_run("draft", 24, 4))[2], thresholds=[0.08, 0.08, 0.08, 0.08], bonus_source="typical")
+    r = replace(list(canned_run("draft", 24, 4))[2], thresholds=[0.08, 0.08, 0.08, 0.08], bonus_source="target")
     r = replace(r, target_probs=[0.05, 0.3, 0.3, 0.3])
     text = render.narrate(r, greedy=False)
-    assert "min(ε, α·e^(−entropy)) = 0.080" in text and "p = 0.050" in text and "implausible tokens" in text
+    assert "min(ε, α·e^(−entropy)) = 0.080" in text and "p = 0.050" in text
+    assert "sampled from the target's own distribution" in text
     assert "min(1, target / draft)" not in text
     assert render.token_rows(r)[0][-1] == "typical: p > 0.080"
 

@@ -412,11 +412,15 @@ def test_typical_acceptance_runs_through_the_engine_and_keeps_what_passes(target
     for name in METHODS:
         options = method_options(name, draft_target)
         rounds = run(target, name, PROMPTS[1], sampling=hot, **options)
-        assert all(r.thresholds is not None and len(r.thresholds) == r.n_proposed for r in rounds), name
-        for r in rounds:
+        assert any(r.n_proposed for r in rounds) or name == "baseline", name
+        for r in rounds:  # a round that guessed nothing is plain sampling, as in the baseline
+            assert (r.thresholds is None) == (r.n_proposed == 0), (name, r.index)
+            assert r.n_proposed == 0 or len(r.thresholds) == r.n_proposed
             assert all(r.target_probs[i] > r.thresholds[i] for i in r.accepted_path), (name, r.index)
-            assert r.bonus_token is None or r.bonus_source == "typical"
+            assert r.bonus_source == "target"
         assert output(run(target, name, PROMPTS[1], sampling=SamplingConfig(typical=True), **options)) == \
             output(run(target, "baseline", PROMPTS[1])), name
     exact = run(target, "draft", PROMPTS[1], sampling=replace(hot, typical=False), draft=draft_target)
     assert all(r.thresholds is None for r in exact)
+    assert output(run(target, "baseline", PROMPTS[1], sampling=hot)) == \
+        output(run(target, "baseline", PROMPTS[1], sampling=replace(hot, typical=False)))  # the baseline stays exact
