@@ -1,7 +1,12 @@
 """Traces: a finished run (one method, or a side-by-side comparison) saved as small JSON, and loaded back.
 
 A trace is the run's Round records plus what is needed to read them: the prompt, the model id, the
-settings and the library versions. Replaying one needs no model, so no torch here.
+settings and the versions of the code and libraries that made them. Replaying one needs no model, so no
+torch here.
+
+`versions["specviz"]` is `code_version()`: a hash of the files that decide what rounds contain (the
+engine's sources and the shipped weights), computed from the files themselves so that it works without git
+(the Docker image has none). `Trace.stale` says whether a loaded trace was recorded by other code.
 
 Format (version 1):
     {"format": "specviz-trace", "version": 1, "created": ISO time, "model": str, "prompt": str,
@@ -14,13 +19,15 @@ saying which.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 import platform
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from .config import RunConfig, SamplingConfig
 from .events import Round
@@ -28,7 +35,14 @@ from .events import Round
 FORMAT = "specviz-trace"
 VERSION = 1  # bump when a field changes meaning; additions alone need no bump
 REQUIRED = ("model", "prompt", "runs")
-PACKAGES = ("specviz", "torch", "transformers", "gradio")
+PACKAGES = ("torch", "transformers", "gradio")
+ROOT = Path(__file__).resolve().parent.parent
+# Modules that only show, explain or store rounds (or train weights): editing them changes no round's content,
+# so they are left out of code_version(). Every other module of specviz/ and specviz/methods/ counts, new ones too.
+VIEWS = ("bench.py", "charts.py", "explain.py", "i18n.py", "presets.py", "production.py", "render.py", "trace.py")
+# The shipped weights and their configs; card.json is left out: `python -m specviz.train card` rewrites its
+# measured tau after a benchmark, which changes no guess.
+WEIGHTS = ("config.json", "*.safetensors")
 
 
 class TraceError(ValueError):
@@ -42,13 +56,24 @@ class Trace:
     runs: dict[str, list[Round]]  # label (the method) -> its rounds, in the order they ran
     run: RunConfig = RunConfig()
     sampling: SamplingConfig = SamplingConfig()
-    versions: dict[str, str] = field(default_factory=dict)  # library versions at recording time
+    versions: dict[str, str] = field(default_factory=lambda: versions())  # code and libraries at recording time
     created: str = ""  # UTC, ISO 8601
+
+    @property
+    def recorded_with(self) -> Optional[str]:
+        """The code_version() that recorded the rounds; None for a trace from before traces carried it."""
+        return self.versions.get("specviz")
+
+    @property
+    def stale(self) -> Optional[bool]:
+        """True: recorded by other code than the running one, whose rounds may differ; False: by this code;
+        None: unknown (the trace does not say)."""
+        return None if self.recorded_with is None else self.recorded_with != code_version()
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "created": self.created or _now(), "model": self.model,
                 "prompt": self.prompt, "run": dataclasses.asdict(self.run),
-                "sampling": dataclasses.asdict(self.sampling), "versions": self.versions or versions(),
+                "sampling": dataclasses.asdict(self.sampling), "versions": self.versions,
                 "runs": {label: [r.to_dict() for r in rounds] for label, rounds in self.runs.items()}}
 
 
@@ -56,9 +81,32 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def source_files(root: Path = ROOT) -> list[Path]:
+    """The files whose bytes code_version() hashes: sources that decide rounds, then shipped weights, sorted."""
+    sources = [p for folder in ("specviz", "specviz/methods") for p in (root / folder).glob("*.py")
+               if p.name not in VIEWS]
+    weights = [p for method in ("draft", "eagle", "medusa") for pattern in WEIGHTS
+               for p in (root / "assets" / method).glob(pattern)]
+    return sorted(sources) + sorted(weights)
+
+
+@functools.lru_cache(maxsize=None)
+def code_version(root: Path = ROOT) -> str:
+    """12 hex digits of a sha256 over source_files(root), each as its path (relative to root) and its bytes.
+
+    Equal for equal files wherever they lie, without git; read once per process (about 30 MB, mostly weights).
+    """
+    digest = hashlib.sha256()
+    for path in source_files(root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:12]
+
+
 def versions() -> dict[str, str]:
-    """Installed versions of the libraries that shape a run (read from metadata: nothing is imported)."""
-    found = {"python": platform.python_version()}
+    """The running code's version and the installed versions of the libraries that shape a run (read from
+    metadata: nothing is imported)."""
+    found = {"specviz": code_version(), "python": platform.python_version()}
     for name in PACKAGES:
         try:
             found[name] = metadata.version(name)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -28,6 +29,49 @@ def test_a_trace_round_trips_through_json(tmp_path):
     assert {"python", "gradio"} <= set(loaded.versions) and loaded.created
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["format"] == trace.FORMAT and data["version"] == trace.VERSION
+
+
+def test_a_saved_trace_carries_the_running_codes_version(tmp_path):
+    version = trace.code_version()
+    assert len(version) == 12 and int(version, 16) >= 0
+    loaded = trace.load(trace.save(sample_trace(), tmp_path / "t.json"))
+    assert json.loads((tmp_path / "t.json").read_text())["versions"]["specviz"] == version
+    assert loaded.recorded_with == version and loaded.stale is False
+
+
+def copy_sources(root):
+    shutil.copytree(trace.ROOT / "specviz", root / "specviz", ignore=shutil.ignore_patterns("__pycache__", "train"))
+    return root
+
+
+def test_the_code_version_follows_the_sources_that_decide_rounds(tmp_path):
+    roots = [copy_sources(tmp_path / name) for name in ("same", "view", "engine", "weights")]
+    hashed = {p.relative_to(roots[0]).as_posix() for p in trace.source_files(roots[0])}
+    assert {"specviz/engine.py", "specviz/verify.py", "specviz/methods/eagle.py"} <= hashed
+    assert not {"specviz/render.py", "specviz/trace.py", "specviz/i18n.py"} & hashed
+    assert {p.relative_to(trace.ROOT).as_posix() for p in trace.source_files()} >= hashed | {
+        "assets/eagle/model.safetensors", "assets/eagle/config.json"}
+    with open(roots[1] / "specviz" / "render.py", "a") as f:
+        f.write("\n# a view module: no round changes\n")
+    with open(roots[2] / "specviz" / "engine.py", "a") as f:
+        f.write("\n# the engine changed\n")
+    (roots[3] / "assets" / "eagle").mkdir(parents=True)
+    (roots[3] / "assets" / "eagle" / "model.safetensors").write_bytes(b"other weights")
+    same, view, engine, weights = (trace.code_version(root) for root in roots)
+    assert same == view == trace.code_version(copy_sources(tmp_path / "elsewhere"))  # where the files lie is moot
+    assert len({same, engine, weights}) == 3
+
+
+def test_a_trace_from_other_code_is_stale_and_an_old_one_of_unknown_version():
+    data = sample_trace().to_dict()
+    data["versions"]["specviz"] = "0123456789ab"
+    other = trace.from_dict(data)
+    assert other.recorded_with == "0123456789ab" and other.stale is True
+    del data["versions"]["specviz"]  # written before traces carried the code's version
+    old = trace.from_dict(data)
+    assert old.recorded_with is None and old.stale is None and old.runs == sample_trace().runs
+    data.pop("versions")
+    assert trace.from_dict(data).stale is None
 
 
 def test_unknown_fields_from_a_newer_writer_are_ignored():
@@ -143,9 +187,11 @@ def test_the_demo_traces_load_and_replay(no_model):
     status, *_ = app.replay_step(eagle.runs, "eagle")
     assert "eagle" in status
     sampled = [trace.load(app.DEMO_TRACES / f"{n}.json") for n in names if "sampling" in n]
-    for t in sampled:
-        assert t.sampling.temperature == 0.8
-        assert any(r.temperature == 0.8 for rounds in t.runs.values() for r in rounds)
+    assert sampled
+    for name, t in zip([n for n in names if "sampling" in n], sampled):
+        temperature = float(name.rsplit("_t", 1)[1])  # the file is named after its temperature
+        assert t.sampling.temperature == temperature > 0
+        assert all(r.temperature == temperature for rounds in t.runs.values() for r in rounds)
         assert any(r.bonus_source == "residual" for rounds in t.runs.values() for r in rounds)
 
 
