@@ -136,8 +136,11 @@ def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Ver
     draft_time, verify_time, elapsed = times
     path = verdict.path[: len(emitted)]  # a stop inside the accepted run cuts the path
     status = list(verdict.status)
-    for node in verdict.path[len(path):]:
-        status[node] = UNREACHED  # accepted, but the run ended before them
+    cut = set(verdict.path[len(path):])  # accepted, but the run ended before them
+    for node, parent in enumerate(tree.parents):  # parents come before their children
+        if node in cut or parent in cut:
+            cut.add(node)  # and whatever hangs below them was never reached either
+            status[node] = UNREACHED
     has_bonus = len(emitted) == len(verdict.path) + 1
     return Round(
         index=index, method=method, mode=mode, k=k,

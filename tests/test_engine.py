@@ -177,6 +177,23 @@ def test_stops_at_eos_inside_an_accepted_run():
     assert rounds[-1].stop_reason == "eos"
 
 
+def test_below_a_node_the_token_budget_cut_nothing_is_rejected(target):
+    """The round that hits max_new_tokens marks the accepted nodes it cuts unreached, and everything below
+    them too: no rejected guess may hang under a node the run never reached."""
+    prompt = PROMPTS[1]
+    expected = output(run(target, "baseline", prompt, max_new_tokens=48))
+    cut_with_children = 0
+    for seed in range(4):
+        for budget in range(2, 10):
+            last = run(target, OracleTreeProposer(expected, len(prompt), seed), prompt, max_new_tokens=budget, k=5)[-1]
+            assert last.stop_reason == "max_new_tokens"
+            for node, parent in enumerate(last.parents):
+                if parent >= 0 and last.status[parent] == UNREACHED:
+                    assert last.status[node] == UNREACHED, (seed, budget, last.status, last.parents)
+                    cut_with_children += 1
+    assert cut_with_children > 0  # the cut happened below accepted nodes that had children
+
+
 @pytest.mark.parametrize("budget", [1, 2, 7, 13])
 def test_never_emits_past_max_new_tokens(target, budget):
     rounds = run(target, "draft", PROMPTS[0], max_new_tokens=budget, k=5, draft=target)
