@@ -7,7 +7,7 @@ come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT.
 API (gradio_client):
     Client(url).predict(prompt, method, max_new_tokens, temperature, api_name="/speculate")
     -> {"text": str, "rounds": [Round.to_dict(), ...], "metrics": summarize(rounds)}
-Optional trailing arguments: k, top_p, seed, nodes, typical. Invalid values raise gr.Error to the client.
+Optional trailing arguments: k, top_p, seed, nodes, typical, baseline. Invalid values raise gr.Error to the client.
 
 Limits per request (tokens, prompt length, time) and the model allow-list come from Limits;
 SPECVIZ_PUBLIC=1 selects the stricter public ones (docs/robustness.md).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -226,6 +227,34 @@ def user_errors(lang: str = "en") -> Iterator[None]:
         raise error("err.memory", lang) from err
 
 
+def in_status(handler: Callable, outputs: int, status: Optional[int] = 0) -> Callable:
+    """A page handler whose gr.Error shows in its tab's status line (output number `status`; None: nowhere)
+    while every other output keeps what it showed, instead of a toast over red "Error" outputs.
+
+    Generator handlers stay generators (Gradio streams them); the API's endpoint is not wrapped."""
+
+    def failed(err: gr.Error) -> tuple:
+        values = [gr.skip()] * outputs
+        if status is not None:
+            values[status] = i18n.text("status.error", "en", message=err.message)
+        return tuple(values)
+
+    if inspect.isgeneratorfunction(getattr(handler, "func", handler)):
+        def stream(*args: Any) -> Iterator[tuple]:
+            try:
+                yield from handler(*args)
+            except gr.Error as err:
+                yield failed(err)
+        return stream
+
+    def call(*args: Any) -> tuple:
+        try:
+            return handler(*args)
+        except gr.Error as err:
+            return failed(err)
+    return call
+
+
 def rounds_of(backend: EngineBackend, req: Request, lang: str = "en") -> Iterator[Round]:
     """The engine's stream, closed when the consumer stops (the stop button, a closed page)."""
     with user_errors(lang), contextlib.closing(backend.stream(req)) as stream:
@@ -240,7 +269,26 @@ def acceptance_text(metrics: dict) -> str:
     return f"{metrics['acceptance_rate']:.0%}" if metrics["proposed_tokens"] else "—"
 
 
-def status_line(label: str, rounds: list[Round], done: bool, lang: str = "en") -> str:
+def on_cpu() -> bool:
+    """Whether this server's models run on a CPU (no CUDA device)."""
+    return not torch.cuda.is_available()
+
+
+def headline(rounds: list[Round], speedup: Optional[float], lang: str = "en") -> str:
+    """A run's result, hardware-independent first: "96 tokens in 28 target forwards (tau 3.43)", then the
+    measured speedup, with one line on why when a CPU made it below 1x."""
+    m = summarize(rounds)
+    line = i18n.text("headline", lang, tokens=m["new_tokens"], forwards=m["rounds"],
+                     tau=f"{m['mean_accepted_tokens']:.2f}")
+    if speedup:
+        line += i18n.text("headline.speedup", lang, speedup=f"{speedup:.2f}")
+        if speedup < 1 and on_cpu():
+            line += i18n.text("headline.cpu", lang)
+    return line
+
+
+def status_line(label: str, rounds: list[Round], done: bool, lang: str = "en",
+                speedup: Optional[float] = None) -> str:
     if not rounds:
         return i18n.text("status.starting", lang, label=label)
     m, last = summarize(rounds), rounds[-1]
@@ -248,8 +296,8 @@ def status_line(label: str, rounds: list[Round], done: bool, lang: str = "en") -
              else i18n.text("status.stopped" if done else "status.running", lang))
     if last.stop_reason == "time_budget":
         state = i18n.text("status.time_budget", lang)
-    return i18n.text("status.line", lang, label=label, state=state, summary=render.round_summary(last, lang),
-                     tokens=m["new_tokens"], rounds=m["rounds"], tps=f"{m['tokens_per_s']:.1f}",
+    return i18n.text("status.line", lang, label=label, state=state, headline=headline(rounds, speedup, lang),
+                     summary=render.round_summary(last, lang), tps=f"{m['tokens_per_s']:.1f}",
                      acceptance=acceptance_text(m))
 
 
@@ -287,8 +335,10 @@ def greedy_run(rounds: list[Round]) -> bool:
     return not rounds or rounds[0].temperature == 0
 
 
-def identical_label(rounds: list[Round], base: Optional[list[Round]], greedy: bool, lang: str = "en") -> str:
-    """The summary table's "identical to baseline" cell. A run cut short is compared on its prefix."""
+def identical_label(rounds: list[Round], base: Optional[list[Round]], greedy: bool, lang: str = "en",
+                    running: bool = False) -> str:
+    """The summary table's "identical to baseline" cell. A run cut short is compared on its prefix; a run
+    still streaming (`running`) says so instead of "stopped early"."""
     if not base:
         return "—"
     if not greedy:
@@ -296,6 +346,8 @@ def identical_label(rounds: list[Round], base: Optional[list[Round]], greedy: bo
     check = render.agreement(rounds, base)
     if check.first_difference is not None:
         return i18n.text("identical.no", lang, n=check.first_difference + 1)
+    if running and not rounds[-1].finished:
+        return i18n.text("identical.running", lang, n=check.compared)
     if check.short and rounds is not base:
         return i18n.text("identical.prefix", lang, who=i18n.text(f"who.{check.short}", lang), n=check.compared)
     return i18n.text("identical.yes", lang)
@@ -326,9 +378,8 @@ def live_status(rounds: list[Round], base: Optional[list[Round]], done: bool, la
     if not rounds:
         return ""
     method = rounds[0].method
-    status = status_line(method, rounds, done, lang)
     speedup = speedup_of(rounds, base) if done and method != "baseline" else None
-    return status + (i18n.text("status.speedup", lang, speedup=f"{speedup:.2f}") if speedup else "")
+    return status_line(method, rounds, done, lang, speedup)
 
 
 def live_checks(rounds: list[Round], base: Optional[list[Round]], lang: str) -> tuple[str, str]:
@@ -356,8 +407,8 @@ def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]
     more = (full_text(rounds), *charts.all_figures({req.method: rounds}, base, lang),
             render.table("headers.rounds", render.round_rows(rounds, lang), lang),
             gr.Number(value=len(rounds), maximum=len(rounds)), tree, tokens)
-    if not final:
-        return head + more + (skip, skip, rounds, skip, skip)
+    if not final:  # the previous run's checks and baseline must not stand beside this run
+        return head + more + ("", "", rounds, None, skip)
     return head + more + (*live_checks(rounds, base, lang), rounds, base, cache)
 
 
@@ -393,13 +444,14 @@ def column_html(label: str, rounds: list[Round], state: str, lang: str = "en") -
 
 
 def summary_rows(runs: dict[str, list[Round]], base: Optional[list[Round]], greedy: bool,
-                 lang: str = "en") -> list[list]:
+                 lang: str = "en", running: Optional[str] = None) -> list[list]:
+    """One row per run; `running` names the run still streaming."""
     rows = []
     for label, rounds in ({"baseline": base, **runs} if base else runs).items():
         m, speedup = summarize(rounds), speedup_of(rounds, base)
         rows.append([label, round(m["mean_accepted_tokens"], 2), acceptance_text(m),
                      round(m["tokens_per_s"], 1), f"{speedup:.2f}×" if speedup else "—",
-                     identical_label(rounds, base, greedy, lang)])
+                     identical_label(rounds, base, greedy, lang, running=label == running)])
     return rows
 
 
@@ -410,21 +462,23 @@ def compare_cells(columns: list[str], runs: dict, lang: str) -> list[dict]:
     return cells + [gr.update(value="", visible=False)] * (MAX_COLUMNS - len(cells))
 
 
-def compare_view(columns: list[str], runs: dict, base: Optional[list[Round]], greedy: bool, lang: str) -> tuple:
-    """Columns, summary table and charts of finished or growing runs (side by side and replay alike)."""
-    table = summary_rows({m: runs[m] for m in columns if runs.get(m)}, base, greedy, lang)
+def compare_view(columns: list[str], runs: dict, base: Optional[list[Round]], greedy: bool, lang: str,
+                 running: Optional[str] = None) -> tuple:
+    """Columns, summary table and charts of finished or growing runs (side by side and replay alike);
+    `running` names the run still streaming."""
+    table = summary_rows({m: runs[m] for m in columns if runs.get(m)}, base, greedy, lang, running)
     shown = {m: r for m, r in runs.items() if r}
     return (*compare_cells(columns, runs, lang), render.table("headers.summary", table, lang),
             *charts.all_figures(shown, base, lang))
 
 
 def compare_outputs(columns: list[str], runs: dict, base: Optional[list[Round]], status: str,
-                    refresh: bool, greedy: bool, cache=None, lang: str = "en") -> tuple:
+                    refresh: bool, greedy: bool, cache=None, lang: str = "en", running: Optional[str] = None) -> tuple:
     skip = gr.skip()
     if not refresh:
         return (status, *compare_cells(columns, runs, lang)) + (skip,) * 7
     shown = {m: r for m, r in runs.items() if r}
-    return (status, *compare_view(columns, runs, base, greedy, lang), dict(shown),
+    return (status, *compare_view(columns, runs, base, greedy, lang, running), dict(shown),
             cache if cache is not None else skip)
 
 
@@ -432,8 +486,27 @@ def _column_state(rounds: Optional[list[Round]], lang: str = "en") -> str:
     if not rounds:
         return i18n.text("column.waiting", lang)
     m = summarize(rounds)
-    return i18n.text("column.state", lang, tokens=m["new_tokens"], tps=f"{m['tokens_per_s']:.1f}",
+    return i18n.text("column.state", lang, tokens=m["new_tokens"], forwards=m["rounds"], tps=f"{m['tokens_per_s']:.1f}",
                      tau=f"{m['mean_accepted_tokens']:.2f}", acceptance=acceptance_text(m))
+
+
+def compare_done(runs: dict[str, list[Round]], lang: str = "en") -> str:
+    """The finished comparison's status: each method's headline against the run's baseline."""
+    base = runs.get("baseline")
+    lines = [f"**{label}**: {headline(rounds, speedup_of(rounds, base), lang)}"
+             for label, rounds in runs.items() if rounds and label != "baseline"]
+    return "  \n".join([i18n.text("compare.done", lang), *lines])
+
+
+def limit_methods(chosen: Optional[list], ticked: Optional[list], language: str = "English") -> tuple:
+    """The side-by-side box holds at most MAX_COLUMNS methods: a tick past that is undone and the status
+    line says why. Returns (the box, the status line, the choice to remember)."""
+    chosen = list(chosen or [])
+    if len(chosen) <= MAX_COLUMNS:
+        return gr.skip(), gr.skip(), chosen
+    kept = [m for m in chosen if m in (ticked or [])][:MAX_COLUMNS]
+    message = i18n.text("err.compare_most", i18n.code(language), most=MAX_COLUMNS)
+    return gr.update(value=kept), i18n.text("status.error", "en", message=message), kept
 
 
 def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, max_new_tokens, seed, model,
@@ -459,9 +532,9 @@ def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, 
         for rounds in growing(backend, req, lang):
             runs[req.method] = rounds
             yield compare_outputs(methods, runs, base, status_line(req.method, rounds, False, lang),
-                                  tick(force=rounds[-1].finished), greedy, lang=lang)
+                                  tick(force=rounds[-1].finished), greedy, lang=lang, running=req.method)
     cache = remember(dict(cache or {}), reqs[0].baseline_key(), base)
-    yield compare_outputs(methods, runs, base, i18n.text("compare.done", lang), True, greedy, cache, lang)
+    yield compare_outputs(methods, runs, base, compare_done(runs, lang), True, greedy, cache, lang)
 
 
 # --- classroom step mode ----------------------------------------------------------------------------
@@ -586,7 +659,7 @@ def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "Englis
                 time.sleep(min(max(r.elapsed_s - before, 0.0) / speed, MAX_REPLAY_PAUSE_S))
                 before = r.elapsed_s
                 shown[label] = t.runs[label][: i + 1]
-                yield compare_outputs(labels, shown, base, head, tick(), greedy, lang=lang)[:-1] + (skip,) * 3
+                yield compare_outputs(labels, shown, base, head, tick(), greedy, lang=lang, running=label)[:-1] + (skip,) * 3
         shown[label] = t.runs[label]
     final = compare_outputs(labels, shown, base, head, True, greedy, lang=lang)
     first = next((label for label in labels if label != "baseline"), labels[-1])  # step through the first guesser
@@ -669,17 +742,44 @@ def source_note(sources: Optional[dict], name: Optional[str], lang: str) -> str:
 # --- API --------------------------------------------------------------------------------------------
 
 def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens: Any, temperature: Any,
-               k: Any, top_p: Any, seed: Any, nodes: Any = 0, typical: Any = False) -> dict:
-    """The /speculate endpoint (messages in English)."""
+               k: Any, top_p: Any, seed: Any, nodes: Any = 0, typical: Any = False, baseline: Any = False) -> dict:
+    """The /speculate endpoint (messages in English). With `baseline`, plain decoding of the same request
+    runs right after, so metrics.speedup is measured (else it is None: the API runs no baseline by itself)."""
     model = backend.models[0]
     req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, nodes=nodes,
                    typical=typical)
+    if not isinstance(baseline, bool) and baseline is not None:
+        raise error("err.api_baseline", "en", value=shown(baseline))
+    rounds = api_rounds(backend, req)
+    result = {"text": full_text(rounds), "rounds": [r.to_dict() for r in rounds], "metrics": summarize(rounds),
+              "method": req.method, "model": req.model}
+    if baseline:
+        base = rounds if req.method == "baseline" else api_rounds(backend, replace(req, method="baseline", options={}))
+        result["metrics"] = summarize(rounds, summarize(base)["tokens_per_s"])
+        result["baseline"] = {"text": full_text(base), "metrics": summarize(base)}
+        result["identical_to_baseline"] = render.agreement(rounds, base).first_difference is None if (
+            req.sampling.greedy and not req.sampling.typical) else None
+    return result
+
+
+def api_rounds(backend: EngineBackend, req: Request) -> list[Round]:
+    """One API run; past the time budget it is an error (an API caller gets all of the text or none)."""
     rounds = list(rounds_of(backend, req))
     if rounds and rounds[-1].stop_reason == "time_budget":
         raise error("err.api_time_budget", "en", budget=f"{req.run.time_budget_s:g}",
                     tokens=rounds[-1].tokens_so_far)
-    return {"text": full_text(rounds), "rounds": [r.to_dict() for r in rounds], "metrics": summarize(rounds),
-            "method": req.method, "model": req.model}
+    return rounds
+
+
+def api_client_target() -> str:
+    """What the API tab tells a script to connect to: this Space's id on Hugging Face (SPACE_ID is set
+    there), else the local URL from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT."""
+    space = os.environ.get("SPACE_ID", "").strip()
+    if space:
+        return space
+    host = os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1").strip() or "127.0.0.1"
+    host = "127.0.0.1" if host == "0.0.0.0" else host
+    return f"http://{host}:{os.environ.get('GRADIO_SERVER_PORT', '7860').strip() or '7860'}/"
 
 
 def refresh_methods(backend: EngineBackend, model: str, language: str = "English") -> tuple:
@@ -817,12 +917,12 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
         table = dataframe(ui, "headers.rounds", max_height=400)
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
-    event = run.click(functools.partial(run_single, backend),
+    event = run.click(in_status(functools.partial(run_single, backend), len(outputs)),
                       [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"], c["typical"]], outputs,
                       **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
-    event.then(functools.partial(save_single, backend), [last_run] + trace_settings(c) + [language, c["typical"]],
-               [saved, deploy, deployed], **UI)
+    event.then(in_status(functools.partial(save_single, backend), 3, None),
+               [last_run] + trace_settings(c) + [language, c["typical"]], [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     pick.input(inspect_round, [last_run, pick, language], [tree, tokens], queue=False, **UI)
     return dict(event=event, rounds=last_run, base=live_base, stream=stream, figures=figures, table=table,
@@ -842,8 +942,10 @@ def columns_view(ui: Page, name: str) -> tuple:
 
 def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, language: gr.Radio) -> dict:
     names = list(backend.names())
-    chosen = ui(gr.CheckboxGroup, names, value=[m for m in ("baseline", "ngram") if m in names],
-                label=tr("compare.methods", most=MAX_COLUMNS), elem_id="compare-methods")
+    first = [m for m in ("baseline", "ngram") if m in names]
+    chosen = ui(gr.CheckboxGroup, names, value=first, label=tr("compare.methods", most=MAX_COLUMNS),
+                elem_id="compare-methods")
+    ticked = gr.State(first)  # the last choice within MAX_COLUMNS
     with gr.Row():
         run = ui(gr.Button, value=tr("compare.run"), variant="primary", elem_id="compare-button", scale=2)
         stop = ui(gr.Button, value=tr("live.stop"), variant="stop", scale=1)
@@ -851,11 +953,13 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     inputs = [c["prompt"], chosen] + trace_settings(c)[1:]  # the settings after the prompt
     runs, deployed = gr.State({}), gr.State(None)  # deployed: the saved trace
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
-    event = run.click(functools.partial(run_compare, backend), inputs + [cache, language, c["nodes"], c["typical"]],
-                      [status, *columns, summary, *figures, runs, cache], **MODEL)
+    outputs = [status, *columns, summary, *figures, runs, cache]
+    event = run.click(in_status(functools.partial(run_compare, backend), len(outputs)),
+                      inputs + [cache, language, c["nodes"], c["typical"]], outputs, **MODEL)
+    chosen.input(limit_methods, [chosen, ticked, language], [chosen, status, ticked], queue=False, **UI)
     deploy = production_box(ui, "compare.production", "compare-production")
-    event.then(functools.partial(trace_file, backend), [runs] + trace_settings(c) + [language, c["typical"]],
-               [saved, deploy, deployed], **UI)
+    event.then(in_status(functools.partial(trace_file, backend), 3, None),
+               [runs] + trace_settings(c) + [language, c["typical"]], [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
     return dict(event=event, chosen=chosen, runs=runs, columns=columns, summary=summary, figures=figures,
                 status=status, deploy=deploy, deployed=deployed)
@@ -877,10 +981,11 @@ def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> d
     tree = gr.HTML()
     tokens = dataframe(ui, "headers.tokens")
     outputs = [status, stream, narration, tree, tokens, state]
-    prepare.click(functools.partial(step_prepare, backend),
+    prepare.click(in_status(functools.partial(step_prepare, backend), len(outputs)),
                   [c[n] for n in SETTINGS] + [language, c["nodes"], c["typical"]], outputs, **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
-        button.click(functools.partial(step_move, delta=delta), [state, language], outputs, **UI)
+        button.click(in_status(functools.partial(step_move, delta=delta), len(outputs)), [state, language], outputs,
+                     **UI)
     return dict(state=state, view=outputs[:-1])
 
 
@@ -916,13 +1021,15 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
     tree = gr.HTML(elem_id="replay-tree")
     tokens = dataframe(ui, "headers.tokens")
     state = gr.State(None)
-    event = play.click(replay, [upload, demo, speed, language],
-                       [status, *columns, summary, *figures, runs, label, deploy, replayed], **UI)
+    outputs = [status, *columns, summary, *figures, runs, label, deploy, replayed]
+    event = play.click(in_status(replay, len(outputs)), [upload, demo, speed, language], outputs, **UI)
     replay_outputs = [step_status, stream, narration, tree, tokens, state]
-    event.success(replay_step, [runs, label, language], replay_outputs, **UI)
-    start.click(replay_step, [runs, label, language], replay_outputs, **UI)
+    step = in_status(replay_step, len(replay_outputs))
+    event.success(step, [runs, label, language], replay_outputs, **UI)
+    start.click(step, [runs, label, language], replay_outputs, **UI)
     for button, delta in ((back, -1), (forward, 1)):
-        button.click(functools.partial(step_move, delta=delta), [state, language], replay_outputs, **UI)
+        button.click(in_status(functools.partial(step_move, delta=delta), len(replay_outputs)), [state, language],
+                     replay_outputs, **UI)
     return dict(event=event, runs=runs, trace=replayed, columns=columns, summary=summary, figures=figures,
                 state=state, view=replay_outputs[:-1], status=status, deploy=deploy)
 
@@ -990,7 +1097,7 @@ def switch_language(ui: Page, choice: str, method: str, live_rounds, live_base, 
             production_markdown(replayed, lang) if replayed else gr.skip(),
             source_note(sources, source, lang), *calculator(*calc_values, choice),
             live_status(live_rounds, live_base, True, lang) if live_rounds else gr.skip(),
-            i18n.text("compare.done", lang) if compare_runs else gr.skip(),
+            compare_done(compare_runs, lang) if compare_runs else gr.skip(),
             *(production_markdown(t, lang) if t else gr.skip() for t in (live_trace, compare_trace)))
 
 
@@ -1032,8 +1139,9 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
             with ui(gr.Tab, label=tr("tab.explain")):
                 explain_tab(ui)
             with ui(gr.Tab, label=tr("tab.api")):
-                ui(gr.Markdown, value=tr("api.text", max_new=backend.limits.max_new_tokens, max_t=MAX_TEMPERATURE,
-                                         max_k=MAX_K))
+                ui(gr.Markdown, value=tr("api.text", client=api_client_target(), max_new=backend.limits.max_new_tokens,
+                                         max_t=MAX_TEMPERATURE, max_k=MAX_K, max_nodes=MAX_NODES,
+                                         budget=f"{backend.limits.time_budget_s:g}"), elem_id="api-text")
         wire_calculator(calc, live, side, replayed, c, language)
         wire_language(ui, language, c, live, side, step, replayed, calc)
         tabs.change(None, None, None, js=RESIZE_CHARTS, **UI)
@@ -1045,11 +1153,14 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         c["model"].change(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
-                      k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0, typical: bool = False) -> dict:
-            """Generate with one method; returns {"text", "rounds", "metrics"}. nodes: tree size for eagle,
-            medusa and draft (0 = this device's default; 1 = the draft's chain). typical: Medusa's typical
-            acceptance when sampling (lossy: more guesses kept, the target's distribution no longer kept)."""
-            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical)
+                      k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0, typical: bool = False,
+                      baseline: bool = False) -> dict:
+            """Generate with one method; returns {"text", "rounds", "metrics", "method", "model"}. nodes: tree
+            size for eagle, medusa and draft (0 = this device's default; 1 = the draft's chain). typical: Medusa's
+            typical acceptance when sampling (lossy). baseline: also run plain decoding, so metrics.speedup is
+            measured (null otherwise) and "baseline" and "identical_to_baseline" are added."""
+            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical,
+                              baseline)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)

@@ -98,20 +98,25 @@ def speed_figure(runs: Runs, baseline: Optional[list[Round]] = None, lang: str =
 
 
 def timeline_figure(runs: Runs, lang: str = "en") -> go.Figure:
-    """Per round: time spent guessing (draft) stacked under time spent checking (verify)."""
-    fig = go.Figure()
+    """Per round: time spent guessing (draft) stacked under time spent checking (verify); one row per run
+    (small multiples sharing the round axis), so five runs stay readable."""
+    labels = list(runs) or [""]
+    fig = make_subplots(rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.1 / len(labels),
+                        subplot_titles=labels if len(labels) > 1 else None)
     for n, (label, rounds) in enumerate(runs.items()):
         color = color_of(label, n)
         xs = [r.index + 1 for r in rounds]
         draft = [r.draft_time_s * 1000 for r in rounds]
-        fig.add_trace(go.Bar(x=xs, y=draft, name=text("chart.series.draft", lang, label=label), marker_color=color, opacity=0.45,
-                             offsetgroup=label, legendgroup=label))
+        fig.add_trace(go.Bar(x=xs, y=draft, name=text("chart.series.draft", lang, label=label), marker_color=color,
+                             opacity=0.45, legendgroup=label), row=n + 1, col=1)
         fig.add_trace(go.Bar(x=xs, y=[r.verify_time_s * 1000 for r in rounds], base=draft,
-                             name=text("chart.series.verify", lang, label=label), marker_color=color, offsetgroup=label, legendgroup=label))
-    fig.update_layout(barmode="group", bargap=0.15)
-    fig.update_xaxes(title_text=text("axis.round", lang))
-    fig.update_yaxes(title_text=text("axis.ms", lang))
-    return _style(fig, text("chart.timeline", lang))
+                             name=text("chart.series.verify", lang, label=label), marker_color=color,
+                             legendgroup=label), row=n + 1, col=1)
+        fig.update_yaxes(title_text=text("axis.ms", lang), title_font=dict(size=11), row=n + 1, col=1)
+    fig.update_layout(barmode="overlay", bargap=0.15, showlegend=len(labels) == 1)
+    fig.update_annotations(font=dict(size=12))
+    fig.update_xaxes(title_text=text("axis.round", lang), row=len(labels), col=1)
+    return _style(fig, text("chart.timeline", lang), height=300 if len(labels) == 1 else 90 + 130 * len(labels))
 
 
 def all_figures(runs: Runs, baseline: Optional[list[Round]] = None, lang: str = "en") -> tuple[go.Figure, ...]:

@@ -138,19 +138,23 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "identical.no": "no (token {n})",
     "identical.prefix": "yes ({who} stopped early at {n} tokens: compared the first {n})",
     "identical.sampling": "n/a (sampling)",
+    "identical.running": "so far yes ({n} tokens; still running)",
     # --- status lines ---
     "status.starting": "**{label}**: starting…",
     "status.done": "done ({reason})",
     "status.stopped": "stopped",
     "status.running": "running",
     "status.time_budget": "ended early: past the server's time budget (the text so far is correct, only shorter)",
-    "status.line": "**{label}** · {state} · {summary} · {tokens} tokens in {rounds} rounds · {tps} tokens/s · "
-                   "acceptance {acceptance}",
-    "status.speedup": " · **{speedup}× the baseline's speed**",
+    "status.line": "**{label}** · {state} · {headline} · {tps} tokens/s · acceptance {acceptance} · {summary}",
+    "headline": "**{tokens} tokens in {forwards} target forwards (tau {tau})**",
+    "headline.speedup": " · **{speedup}× the baseline's speed**",
+    "headline.cpu": " (below 1× because on a CPU one forward over many guessed tokens costs much more than over one; "
+                    "on a GPU it costs about the same, which is where fewer forwards pay)",
     "status.baseline_now": "now the baseline for comparison: {n} tokens…",
     "status.stop_pressed": "**stopped**",
+    "status.error": "⚠️ {message}",
     "column.waiting": "waiting…",
-    "column.state": "{tokens} tokens · {tps} tok/s · tau {tau} · acceptance {acceptance}",
+    "column.state": "{tokens} tokens in {forwards} target forwards (tau {tau}) · {tps} tok/s · acceptance {acceptance}",
     "compare.running_baseline": "running **baseline** (the reference): {n} tokens…",
     "compare.done": "**done**: summary below",
     "step.status": "**{label}**: round **{n}** of {total} · {summary} · {tokens} tokens so far",
@@ -161,6 +165,7 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "err.model": "Unknown model {model}; choose one of: {choices}.",
     "err.method": "Unknown method {method}; choose one of: {choices}.",
     "err.typical": "typical must be true or false, got {value}.",
+    "err.api_baseline": "baseline must be true or false, got {value}.",
     "err.int": "{name} must be a whole number from {low} to {high}, got {value}",
     "err.float": "{name} must be a number {bounds}, got {value}",
     "err.bounds.from": "from {low} to {high}",
@@ -169,6 +174,7 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "err.memory": "The server ran out of memory on this request: ask for fewer tokens or a shorter prompt. The next "
                   "request starts afresh.",
     "err.compare_count": "Pick two to {most} methods to compare (you picked {n}).",
+    "err.compare_most": "At most {most} methods run side by side: untick one before ticking another.",
     "err.step_first": "Press Prepare first: it runs the generation once, then you step through it.",
     "err.trace_missing": "Upload a trace (.json) or pick a demo trace first.",
     "err.trace_bad": "This trace cannot be replayed: {reason}",
@@ -345,15 +351,40 @@ Best k for this a and c: **{best}** (loop speedup {best_s}×).""",
     "api.text": """### Scripts: the `/speculate` endpoint
 ```python
 from gradio_client import Client
-client = Client("http://127.0.0.1:7860/")
+client = Client("{client}")
 out = client.predict("Repeat: one two three, one two three,", "ngram", 48, 0.0, api_name="/speculate")
-out["text"]                         # the generated text
-out["rounds"][0]                    # one record per round: tokens, status, draft_probs, target_probs, ...
-out["metrics"]["acceptance_rate"]   # also mean_accepted_tokens, tokens_per_s, rounds, new_tokens, ...
+out["text"]                            # the generated text
+out["metrics"]["mean_accepted_tokens"] # tau: new tokens per target forward, bonus included
+out = client.predict("Repeat: one two three, one two three,", "eagle", 48, 0.0, 4, 1.0, 0, 0, False, True,
+                     api_name="/speculate")   # ... nodes, typical, baseline=True: also measures the speedup
+out["metrics"]["speedup"], out["identical_to_baseline"]
 ```
-Arguments: `prompt`, `method`, `max_new_tokens` (1 to {max_new}), `temperature` (0 to {max_t}); optional
-`k` (1 to {max_k}), `top_p` (0 to 1], `seed`. Invalid values raise an error on the client (in English). Requests
-share one model and run one at a time from a bounded queue.""",
+**Arguments**, in this order (all after `method` optional):
+
+| argument | meaning | allowed |
+| --- | --- | --- |
+| `prompt` | the user message (the model's chat template is applied) | text, not empty |
+| `method` | how tokens are guessed: `baseline`, `ngram`, `draft`, `medusa`, `eagle` | one of those the model offers |
+| `max_new_tokens` | tokens to generate (default 64) | 1 to {max_new} |
+| `temperature` | 0 = greedy; above 0, exact sampling of the target's distribution (default 0) | 0 to {max_t} |
+| `k` | guesses per round: the chain's length, or the tree's depth (default 4) | 1 to {max_k} |
+| `top_p` | nucleus sampling when temperature > 0 (default 1) | above 0, at most 1 |
+| `seed` | the random seed when sampling (default 0) | 0 to 2³¹ − 1 |
+| `nodes` | guessed tokens per round's tree for `eagle`, `medusa`, `draft`; 0 = this device's default, 1 = the draft's chain | 0 to {max_nodes} |
+| `typical` | Medusa's typical acceptance when sampling: keeps more guesses, but is lossy | true or false |
+| `baseline` | also run plain decoding of the same request, to measure the speedup (the call takes about twice as long) | true or false |
+
+**Result** (plain JSON): `text`; `method`; `model`; `rounds`, one record per verification round (`tokens`,
+`parents`, `status` of each guess, `draft_probs`, `target_probs`, `accepted_path`, `bonus_token`, `emitted`,
+timings, …); `metrics`: `new_tokens`, `rounds` (= target forwards), `mean_accepted_tokens` (**tau**: new tokens
+per target forward, bonus included), `acceptance_rate` (kept guesses / guesses), `acceptance_by_position`,
+`tokens_per_s`, `draft_time_s`, `verify_time_s`, `elapsed_s`, `stop_reason`, and `speedup`, which is **null**
+unless `baseline=True` (a speedup needs a baseline run of the same request, which costs a second run). With
+`baseline=True` the result also holds `baseline` (`text`, `metrics`) and `identical_to_baseline` (true or false
+at temperature 0; null when sampling, where texts differ by design).
+
+Invalid values raise an error on the client (in English). Requests share one model and run one at a time from a
+bounded queue; a run past the server's time budget ({budget} s) is an error.""",
 }
 
 ZH = {
@@ -463,18 +494,23 @@ ZH = {
     "identical.no": "否（第 {n} 个 token）",
     "identical.prefix": "是（{who}在 {n} 个 token 时提前停止：比较了前 {n} 个）",
     "identical.sampling": "不适用（采样）",
+    "identical.running": "目前是（{n} 个 token；仍在运行）",
     # --- status lines ---
     "status.starting": "**{label}**：开始……",
     "status.done": "完成（{reason}）",
     "status.stopped": "已停止",
     "status.running": "运行中",
     "status.time_budget": "提前结束：超过了服务器的时间预算（已生成的文本是正确的，只是更短）",
-    "status.line": "**{label}** · {state} · {summary} · {rounds} 轮共 {tokens} 个 token · {tps} token/秒 · 接受率 {acceptance}",
-    "status.speedup": " · **速度是基线的 {speedup}×**",
+    "status.line": "**{label}** · {state} · {headline} · {tps} token/秒 · 接受率 {acceptance} · {summary}",
+    "headline": "**{tokens} 个 token，目标模型前向 {forwards} 次（tau {tau}）**",
+    "headline.speedup": " · **速度是基线的 {speedup}×**",
+    "headline.cpu": "（低于 1×：在 CPU 上，对许多猜测 token 做一次前向计算比只算一个 token 贵得多；"
+                    "在 GPU 上两者代价相近，减少前向次数才真正省时间）",
     "status.baseline_now": "正在运行用于比较的基线：{n} 个 token……",
     "status.stop_pressed": "**已停止**",
+    "status.error": "⚠️ {message}",
     "column.waiting": "等待中……",
-    "column.state": "{tokens} 个 token · {tps} token/秒 · tau {tau} · 接受率 {acceptance}",
+    "column.state": "{tokens} 个 token，目标模型前向 {forwards} 次（tau {tau}）· {tps} token/秒 · 接受率 {acceptance}",
     "compare.running_baseline": "正在运行**基线**（参照）：{n} 个 token……",
     "compare.done": "**完成**：汇总见下方",
     "step.status": "**{label}**：第 **{n}** 轮，共 {total} 轮 · {summary} · 目前共 {tokens} 个 token",
@@ -485,6 +521,7 @@ ZH = {
     "err.model": "未知的模型 {model}；请从以下选择：{choices}。",
     "err.method": "未知的方法 {method}；请从以下选择：{choices}。",
     "err.typical": "typical 必须是 true 或 false，收到的是 {value}。",
+    "err.api_baseline": "baseline 必须是 true 或 false，得到的是 {value}。",
     "err.int": "{name} 必须是 {low} 到 {high} 之间的整数，收到的是 {value}",
     "err.float": "{name} 必须是{bounds}的数，收到的是 {value}",
     "err.bounds.from": " {low} 到 {high} 之间",
@@ -492,6 +529,7 @@ ZH = {
     "err.engine": "运行出错：{message}",
     "err.memory": "服务器处理这个请求时内存不足：请减少 token 数或缩短提示词。下一个请求会重新开始。",
     "err.compare_count": "请选择 2 到 {most} 种方法进行比较（你选择了 {n} 种）。",
+    "err.compare_most": "并排比较最多 {most} 种方法：请先取消一个，再勾选另一个。",
     "err.step_first": "请先点击“准备”：它会先完整生成一次，然后你可以逐轮查看。",
     "err.trace_missing": "请先上传一个记录文件（.json），或选择一个示例记录。",
     "err.trace_bad": "这个记录无法回放：{reason}",
@@ -634,16 +672,41 @@ ZH = {
     "api.text": """### 脚本调用：`/speculate` 接口
 ```python
 from gradio_client import Client
-client = Client("http://127.0.0.1:7860/")
+client = Client("{client}")
 out = client.predict("Repeat: one two three, one two three,", "ngram", 48, 0.0, api_name="/speculate")
-out["text"]                         # 生成的文本
-out["rounds"][0]                    # 每轮一条记录：tokens、status、draft_probs、target_probs……
-out["metrics"]["acceptance_rate"]   # 另有 mean_accepted_tokens、tokens_per_s、rounds、new_tokens……
+out["text"]                            # 生成的文本
+out["metrics"]["mean_accepted_tokens"] # tau：每次目标模型前向新增的 token 数（含奖励 token）
+out = client.predict("Repeat: one two three, one two three,", "eagle", 48, 0.0, 4, 1.0, 0, 0, False, True,
+                     api_name="/speculate")   # …… nodes、typical、baseline=True：同时测量加速比
+out["metrics"]["speedup"], out["identical_to_baseline"]
 ```
-参数：`prompt`、`method`、`max_new_tokens`（1 到 {max_new}）、`temperature`（0 到 {max_t}）；可选
-`k`（1 到 {max_k}）、`top_p`（(0, 1]）、`seed`。无效的值会在客户端引发错误（英文）。所有请求共用一个模型，
-从有上限的队列中逐个运行。""",
+**参数**，按此顺序（`method` 之后的都可省略）：
+
+| 参数 | 含义 | 取值 |
+| --- | --- | --- |
+| `prompt` | 用户消息（会套用模型的对话模板） | 非空文本 |
+| `method` | 猜测 token 的方式：`baseline`、`ngram`、`draft`、`medusa`、`eagle` | 模型提供的方法之一 |
+| `max_new_tokens` | 生成的 token 数（默认 64） | 1 到 {max_new} |
+| `temperature` | 0 = 贪心；大于 0 时精确采样目标模型的分布（默认 0） | 0 到 {max_t} |
+| `k` | 每轮猜测数：链的长度或树的深度（默认 4） | 1 到 {max_k} |
+| `top_p` | 温度大于 0 时的核采样（默认 1） | 大于 0，至多 1 |
+| `seed` | 采样时的随机种子（默认 0） | 0 到 2³¹ − 1 |
+| `nodes` | `eagle`、`medusa`、`draft` 每轮树中的猜测 token 数；0 = 本设备默认，1 = 草稿模型的链 | 0 到 {max_nodes} |
+| `typical` | 采样时使用 Medusa 的典型接受：保留更多猜测，但有损 | true 或 false |
+| `baseline` | 同时运行一次普通解码以测量加速比（调用耗时约为两倍） | true 或 false |
+
+**结果**（纯 JSON）：`text`；`method`；`model`；`rounds`，每个验证轮一条记录（`tokens`、`parents`、每个猜测的
+`status`、`draft_probs`、`target_probs`、`accepted_path`、`bonus_token`、`emitted`、耗时……）；`metrics`：
+`new_tokens`、`rounds`（= 目标模型前向次数）、`mean_accepted_tokens`（**tau**：每次目标模型前向新增的 token 数，含奖励
+token）、`acceptance_rate`（保留的猜测 / 猜测）、`acceptance_by_position`、`tokens_per_s`、`draft_time_s`、
+`verify_time_s`、`elapsed_s`、`stop_reason`，以及 `speedup`：除非 `baseline=True`，否则为 **null**（加速比需要同一请求的
+基线运行，即多跑一次）。`baseline=True` 时结果还包含 `baseline`（`text`、`metrics`）和 `identical_to_baseline`
+（温度 0 时为 true 或 false；采样时为 null，因为文本本就不同）。
+
+无效的值会在客户端引发错误（英文）。所有请求共用一个模型，从有上限的队列中逐个运行；超过服务器时间预算（{budget} 秒）的
+运行会报错。""",
 }
+
 
 TEXTS = {"en": EN, "zh": ZH}
 

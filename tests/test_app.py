@@ -4,6 +4,7 @@ No model here: a fake backend yields Round records built below, so these run in 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -513,6 +514,21 @@ def test_charts_for_one_run_many_runs_and_none():
     json.dumps(speed.to_plotly_json(), default=str)
 
 
+def test_the_timeline_gives_each_run_its_own_row():
+    """Five runs in one grouped bar chart were unreadable: one row per run, sharing the round axis."""
+    labels = ["baseline", "ngram", "draft", "medusa", "eagle"]
+    runs = {m: list(canned_run(m, 24, 4)) for m in labels}
+    fig = charts.timeline_figure(runs)
+    axes = {(t.name, t.yaxis) for t in fig.data}
+    for n, label in enumerate(labels):  # the run's draft and verify bars on row n + 1, and no other run's
+        row_axis = "y" if n == 0 else f"y{n + 1}"
+        assert {name for name, axis in axes if axis == row_axis} == {f"{label}: draft", f"{label}: verify"}
+    assert [a.text for a in fig.layout.annotations] == labels  # each row titled with its run
+    assert fig.layout.height >= 5 * 120
+    one = charts.timeline_figure({"ngram": runs["ngram"]})
+    assert {t.yaxis for t in one.data} == {"y"} and one.layout.showlegend
+
+
 def test_formula_matches_leviathan():
     assert explain.expected_tokens(0.0, 4) == 1.0
     assert explain.expected_tokens(1.0, 4) == 5.0
@@ -711,3 +727,108 @@ def test_errors_quote_raw_values_briefly_and_nothing_logs_the_prompt(capsys):
         single(Faulty(MemoryError()), prompt=secret)
     out = capsys.readouterr()
     assert "private question" not in out.out + out.err
+
+
+# --- first contact (issue 21): headlines, errors in the status line, fresh panels, the API ------------------
+
+def test_the_headline_is_forwards_and_tau_first_then_the_speedup_and_why_a_cpu_is_slower(monkeypatch):
+    outs = single(FakeBackend())
+    m = summarize(outs[-1][RUN_FIELDS.index("last_run")])
+    status = outs[-1][0]
+    head = f"{m['new_tokens']} tokens in {m['rounds']} target forwards (tau {m['mean_accepted_tokens']:.2f})"
+    assert head in status and status.index(head) < status.index("× the baseline's speed")
+    rounds, base = list(canned_run("ngram", 24, 4)), list(canned_run("baseline", 24, 4))
+    slow = [replace(r, elapsed_s=r.elapsed_s * 10) for r in rounds]  # ten times slower: below 1x
+    monkeypatch.setattr(app, "on_cpu", lambda: True)
+    assert "below 1× because on a CPU" in app.live_status(slow, base, True, "en")
+    assert "below 1×" not in app.live_status(rounds, base, True, "en")  # faster than the baseline: no excuse
+    assert "在 CPU 上" in app.compare_done({"baseline": base, "ngram": slow}, "zh")
+    monkeypatch.setattr(app, "on_cpu", lambda: False)
+    assert "below 1×" not in app.live_status(slow, base, True, "en")
+
+
+RUN_FIELDS = app.RUN_FIELDS
+
+
+def test_a_new_live_run_clears_the_previous_runs_checks_and_baseline_at_once():
+    backend = FakeBackend()
+    first = single(backend)
+    assert first[-1][RUN_FIELDS.index("lossless")]  # the finished run's checks were shown
+    second = app.run_single(backend, "Another prompt", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model", True,
+                            first[-1][-1])
+    opening = next(second)  # the first update of the new run, long before its baseline
+    for name in ("lossless", "formula"):
+        assert opening[RUN_FIELDS.index(name)] == ""
+    assert opening[RUN_FIELDS.index("base")] is None
+    second.close()  # Stop pressed during the run: nothing of the previous run is left standing
+
+
+def test_a_method_still_running_side_by_side_is_labelled_running_not_stopped(monkeypatch):
+    monkeypatch.setattr(app.Throttle, "__call__", lambda self, force=False: True)  # every update redraws the table
+    outs = compare(FakeBackend(), ["ngram", "eagle"])
+    labels = [row[-1] for out in outs if "data" in out[5] for row in out[5]["data"][1:]]
+    assert any("still running" in label for label in labels)
+    assert not any("stopped early" in label for label in labels)
+    assert [row[-1] for row in outs[-1][5]["data"]] == ["yes", "yes", "yes"]
+    assert "**ngram**" in outs[-1][0] and "target forwards" in outs[-1][0]  # the done line has each headline
+
+
+def test_page_errors_show_in_the_status_line_and_keep_the_outputs():
+    backend = FakeBackend()
+    run = app.in_status(functools.partial(app.run_single, backend), len(RUN_FIELDS))
+    outs = list(run("", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model", True, {}))
+    assert len(outs) == 1 and outs[0][0].startswith("⚠️") and "prompt is empty" in outs[0][0]
+    assert all(value == gr.skip() for value in outs[0][1:])  # every other output keeps what it showed
+    assert backend.calls == []
+    long = list(run("x" * 9000, "ngram", 4, 0.0, 1.0, 24, 0, "fake-model", True, {}))[0][0]
+    assert "9000 characters long" in long
+    moved = app.in_status(functools.partial(app.step_move, delta=1), 6)(None, "中文")
+    assert "请先点击" in moved[0] and moved[1:] == (gr.skip(),) * 5
+    saved = app.in_status(functools.partial(app.trace_file, backend), 3, None)({"ngram": single(backend)[-1][12]},
+                                                                             "", 4, 0.0, 1.0, 24, 0, "fake-model")
+    assert saved == (gr.skip(),) * 3  # a chained step fails silently: its outputs keep their content
+
+
+def test_the_built_page_wires_its_handlers_through_the_status_line():
+    demo = app.build_demo(FakeBackend())
+    wrapped = [f for f in demo.fns.values() if getattr(f.fn, "__qualname__", "").startswith("in_status")]
+    assert len(wrapped) >= 10  # run, its trace, compare, its trace, prepare, 4 step buttons, replay, its steps
+
+
+def test_the_side_by_side_box_holds_at_most_four_methods():
+    ticked = ["baseline", "ngram", "draft", "medusa"]
+    box, status, kept = app.limit_methods(ticked + ["eagle"], ticked)
+    assert box["value"] == ticked and kept == ticked and "At most 4" in status
+    assert app.limit_methods(ticked, ticked[:3]) == (gr.skip(), gr.skip(), ticked)
+
+
+def test_the_api_measures_the_speedup_only_when_asked_for_a_baseline():
+    backend = FakeBackend()
+    plain = app.api_result(backend, "hi", "ngram", 24, 0.0, 4, 1.0, 0)
+    assert plain["metrics"]["speedup"] is None and "baseline" not in plain
+    assert backend.calls == ["ngram"]
+    out = app.api_result(backend, "hi", "ngram", 24, 0.0, 4, 1.0, 0, 0, False, True)
+    assert backend.calls == ["ngram", "ngram", "baseline"]
+    base_tps = out["baseline"]["metrics"]["tokens_per_s"]
+    assert out["metrics"]["speedup"] == pytest.approx(out["metrics"]["tokens_per_s"] / base_tps)
+    assert out["identical_to_baseline"] is True and out["method"] == "ngram" and out["model"] == "fake-model"
+    wrong = app.api_result(FakeBackend(wrong_at=2), "hi", "ngram", 24, 0.0, 4, 1.0, 0, 0, False, True)
+    assert wrong["identical_to_baseline"] is False
+    sampled = app.api_result(backend, "hi", "ngram", 24, 0.7, 4, 1.0, 0, 0, False, True)
+    assert sampled["identical_to_baseline"] is None and sampled["metrics"]["speedup"] > 0
+    with pytest.raises(gr.Error, match="baseline must be true or false"):
+        app.api_result(backend, "hi", "ngram", 24, 0.0, 4, 1.0, 0, 0, False, "yes")
+
+
+def test_the_api_tab_names_the_space_or_the_local_url(monkeypatch):
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
+    assert app.api_client_target() == "http://127.0.0.1:7999/"
+    monkeypatch.setenv("SPACE_ID", "someone/specviz")
+    assert app.api_client_target() == "someone/specviz"
+    demo = app.build_demo(FakeBackend())
+    texts = [b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) == "api-text"]
+    assert len(texts) == 1 and 'Client("someone/specviz")' in texts[0]
+    for name in ("nodes", "typical", "baseline", "mean_accepted_tokens", "`method`", "`model`", "**null**"):
+        assert name in texts[0]
