@@ -835,9 +835,9 @@ def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Compon
     c: dict[str, gr.components.Component] = {}
     with gr.Row():
         with gr.Column(scale=3):
-            c["prompt"] = ui(gr.Textbox, label=tr("ctl.prompt"), lines=5, max_lines=12, elem_id="prompt",
-                             placeholder=tr("ctl.placeholder"))
-            prompts = demo_prompts()
+            prompts = demo_prompts()  # the first one fills the box: a visitor can press Run at once
+            c["prompt"] = ui(gr.Textbox, prompts[0]["prompt"] if prompts else "", label=tr("ctl.prompt"), lines=5,
+                             max_lines=12, elem_id="prompt", placeholder=tr("ctl.placeholder"))
             if prompts:
                 examples = gr.Examples([[p["prompt"]] for p in prompts], [c["prompt"]], label=i18n.text("ctl.examples"),
                                        example_labels=[f"{p['category']}: {p['prompt'][:48]}…" for p in prompts])

@@ -8,6 +8,7 @@ The tests share one page (one session) and run in file order; every run asks for
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import app
-from scripts.screenshot import (CHROMIUM, launch, live_run, open_tab, replay, set_prompt, shoot, side_by_side,
-                                step_mode, switch_language)
+from scripts.screenshot import (CHROMIUM, choose_methods, launch, live_run, open_tab, replay, set_prompt, shoot,
+                                side_by_side, step_mode, switch_language, wait_for_text)
 
 PROMPT = "Write the word hello twenty times."
 TIMEOUT_MS = 240_000
@@ -83,6 +84,30 @@ def expect_coloured_tokens(area) -> None:
         assert "line-through" in rejected.evaluate("e => getComputedStyle(e).textDecorationLine")
 
 
+def tau_of(status: str) -> float:
+    """tau from a headline "N tokens in M target forwards (tau X)"."""
+    found = re.search(r"target forwards \(tau ([0-9.]+)\)", status)
+    assert found, status
+    return float(found.group(1))
+
+
+def test_the_page_opens_on_an_example_whose_first_run_shows_the_point(page: Page, shots: Path):
+    """A visitor presses Run without typing: the first example, the default method, and tau above 2; a second
+    run clears the first one's baseline check and formula while it streams (no stale panel)."""
+    first = json.loads(app.DEMOS.read_text(encoding="utf-8").splitlines()[0])["prompt"]
+    expect(page.locator("#prompt textarea")).to_have_value(first)
+    live_run(page, TIMEOUT_S)
+    status = page.locator("#run-status").inner_text()
+    assert tau_of(status) > 2, status
+    expect(page.locator("#lossless")).to_contain_text("Identical to the baseline")
+    shoot(page, shots / "browser_first_run.png")
+    page.locator("#run-button").click()
+    page.wait_for_function("() => !(document.querySelector('#lossless')?.innerText || '').trim()"
+                           " && !(document.querySelector('#formula')?.innerText || '').trim()", timeout=60_000)
+    wait_for_text(page, "#run-status", "the baseline's speed", TIMEOUT_S)
+    expect(page.locator("#lossless")).to_contain_text("Identical to the baseline")
+
+
 def test_a_run_shows_coloured_tokens_charts_and_the_baseline_check(page: Page, shots: Path):
     set_prompt(page, PROMPT, 24)
     live_run(page, TIMEOUT_S)
@@ -93,6 +118,12 @@ def test_a_run_shows_coloured_tokens_charts_and_the_baseline_check(page: Page, s
 
 
 def test_side_by_side_streams_columns_and_summarises(page: Page, shots: Path):
+    open_tab(page, "Side by side")
+    boxes = page.locator("#compare-methods input[type=checkbox]")
+    choose_methods(page, ["baseline", "ngram", "draft", "medusa", "eagle"])  # one more than fits
+    expect(page.locator("#compare-status")).to_contain_text("At most 4 methods")
+    expect(page.locator("#compare-methods input[type=checkbox]:checked")).to_have_count(4)
+    assert boxes.count() == 5
     side_by_side(page, ["baseline", "ngram"], TIMEOUT_S)
     summary = page.locator("#compare-summary")
     expect(summary).to_contain_text("identical to baseline")
@@ -191,6 +222,7 @@ def test_an_empty_prompt_shows_an_error_and_the_page_survives(page: Page):
     open_tab(page, "Live run")
     page.locator("#prompt textarea").fill("")
     page.locator("#run-button").click()
-    expect(page.get_by_text("The prompt is empty").first).to_be_visible(timeout=30_000)
+    expect(page.locator("#run-status")).to_contain_text("The prompt is empty", timeout=30_000)
     expect(page.locator("#run-button")).to_be_enabled()
     expect(page.locator("#run-stream .sv-round").first).to_be_visible()  # the last run is still shown
+    expect(page.locator("[data-testid='status-tracker'] span.error")).to_have_count(0)  # no red "Error" pills
