@@ -30,8 +30,15 @@ RUN pip install --user --index-url "$TORCH_INDEX_URL" "torch==2.13.0" \
 COPY --chown=user specviz specviz
 RUN python -c "from specviz.models import load_target; load_target()"
 
-COPY --chown=user app.py .
+# Then what changes more often: the shipped weights, configs and cards of eagle, medusa and draft (their
+# training data, loss curves and the README's screenshots stay out), the demo prompts and traces, the app.
+# .dockerignore keeps everything else out of the build context; tests/test_image.py runs every method on
+# exactly these files.
+COPY --chown=user assets/eagle assets/eagle
+COPY --chown=user assets/medusa assets/medusa
+COPY --chown=user assets/draft assets/draft
 COPY --chown=user demos demos
+COPY --chown=user app.py .
 
 EXPOSE 7860
 CMD ["python", "app.py"]
