@@ -635,10 +635,12 @@ def trace_heading(t: trace.Trace, lang: str = "en") -> str:
     s, libs = t.sampling, ", ".join(f"{k} {v}" for k, v in t.versions.items())
     prompt = t.prompt if len(t.prompt) <= 200 else t.prompt[:199] + "…"
     runs = ", ".join(run_label(label, rounds, lang) for label, rounds in t.runs.items())
+    version = ("" if t.stale is False else i18n.text("trace.unversioned", lang) if t.stale is None
+               else i18n.text("trace.stale", lang, recorded=t.recorded_with, running=trace.code_version()))
     return i18n.text("trace.heading", lang, runs=runs, model=t.model, k=t.run.k,
                      temperature=f"{s.temperature:g}", top_p=f"{s.top_p:g}", seed=s.seed,
                      max_new_tokens=t.run.max_new_tokens, created=t.created or "?",
-                     libs=i18n.text("trace.libs", lang, libs=libs) if libs else "", prompt=prompt)
+                     libs=i18n.text("trace.libs", lang, libs=libs) if libs else "", version=version, prompt=prompt)
 
 
 def replay(upload: Any, demo: Optional[str], speed: Any, language: str = "English") -> Iterator[tuple]:

@@ -221,8 +221,12 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "replay.run": "run",
     "replay.step": "Step mode",
     "trace.heading": "**Trace** of {runs} on `{model}` · k {k} · temperature {temperature} · top-p {top_p} · "
-                     "seed {seed} · {max_new_tokens} tokens max · recorded {created}{libs}  \n> {prompt}",
+                     "seed {seed} · {max_new_tokens} tokens max · recorded {created}{libs}{version}  \n> {prompt}",
     "trace.libs": " with {libs}",
+    "trace.stale": "  \n⚠️ Recorded with specviz `{recorded}`; this page runs `{running}`: running the same settings "
+                   "here may give other rounds.",
+    "trace.unversioned": "  \n*Recorded before traces carried their code's version: this page cannot tell whether "
+                         "running the same settings here gives the same rounds.*",
     "trace.tree": "{label} (trees of up to {nodes} nodes)",
     # --- production ---
     "production.intro": "The same settings for a production server (vLLM) and for transformers' `generate()`; "
@@ -570,8 +574,10 @@ ZH = {
     "replay.step_heading": "### 逐轮查看回放的运行，每点击一次一轮",
     "replay.run": "运行",
     "replay.step": "逐轮模式",
-    "trace.heading": "**记录**：{runs}，模型 `{model}` · k {k} · 温度 {temperature} · top-p {top_p} · 种子 {seed} · 最多 {max_new_tokens} 个 token · 录制于 {created}{libs}  \n> {prompt}",
+    "trace.heading": "**记录**：{runs}，模型 `{model}` · k {k} · 温度 {temperature} · top-p {top_p} · 种子 {seed} · 最多 {max_new_tokens} 个 token · 录制于 {created}{libs}{version}  \n> {prompt}",
     "trace.libs": "，使用 {libs}",
+    "trace.stale": "  \n⚠️ 录制时的 specviz 版本为 `{recorded}`；本页面运行的是 `{running}`：在这里用相同设置运行，各轮结果可能不同。",
+    "trace.unversioned": "  \n*这份记录早于记录代码版本的做法：本页面无法判断用相同设置运行是否得到相同的各轮结果。*",
     "trace.tree": "{label}（每轮最多 {nodes} 个节点的树）",
     # --- production ---
     "production.intro": "同样的设置在生产服务器（vLLM）和 transformers 的 `generate()` 中的写法；没有对应功能的地方会直接说明，而不是编造。",

@@ -832,3 +832,17 @@ def test_the_api_tab_names_the_space_or_the_local_url(monkeypatch):
     assert len(texts) == 1 and 'Client("someone/specviz")' in texts[0]
     for name in ("nodes", "typical", "baseline", "mean_accepted_tokens", "`method`", "`model`", "**null**"):
         assert name in texts[0]
+
+
+def test_the_replay_heading_says_whether_a_trace_was_recorded_by_this_code():
+    from specviz import trace
+
+    runs = {"baseline": list(canned_run("baseline", 12, 4)), "ngram": list(canned_run("ngram", 12, 4))}
+    current = trace.Trace(model="tiny", prompt="p", runs=runs, versions={"specviz": trace.code_version()})
+    assert "Recorded with specviz" not in app.trace_heading(current) and "Recorded before" not in app.trace_heading(current)
+    old = replace(current, versions={"specviz": "0123456789ab"})
+    assert f"Recorded with specviz `0123456789ab`; this page runs `{trace.code_version()}`" in app.trace_heading(old)
+    assert "录制时的 specviz 版本为 `0123456789ab`" in app.trace_heading(old, "zh")
+    assert "Recorded before traces carried their code's version" in app.trace_heading(replace(current, versions={}))
+    for path in sorted(app.DEMO_TRACES.glob("*.json")):  # the shipped traces are this code's own
+        assert trace.load(path).stale is False, path.name
