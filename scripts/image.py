@@ -283,7 +283,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     cold = sub.add_parser("coldstart")
     cold.add_argument("--runs", type=int, default=2)
     cold.add_argument("--methods", default="baseline,ngram,draft,medusa,eagle")
-    cold.add_argument("--prompt", default="What is 12 times 7? Answer briefly.")
+    cold.add_argument("--prompt", default="Repeat this list twice: apples, pears, plums, cherries.")
     cold.add_argument("--max-new-tokens", type=int, default=32)
     args = parser.parse_args(argv)
     dockerfile, dockerignore = read_context()
@@ -292,9 +292,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     elif args.command == "assemble":
         print(f"{len(assemble(args.dest, dockerfile, dockerignore))} files in {args.dest}")
     else:
-        with tempfile.TemporaryDirectory(prefix="specviz-image-") as folder:
-            assemble(Path(folder), dockerfile, dockerignore)
-            for run in range(1, args.runs + 1):
+        for run in range(1, args.runs + 1):
+            with tempfile.TemporaryDirectory(prefix="specviz-image-") as folder:  # a fresh one, as a new container
+                assemble(Path(folder), dockerfile, dockerignore)
                 result = coldstart(Path(folder), args.methods.split(","), args.prompt, args.max_new_tokens)
                 print(json.dumps({"run": run, **result}), flush=True)
     return 0
