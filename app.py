@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Optional
 import gradio as gr
 import torch
 
-from specviz import charts, explain, i18n, production, render, trace
+from specviz import charts, explain, i18n, production, render, trace, zerogpu
 from specviz.config import MAX_K, RunConfig, SamplingConfig
 from specviz.engine import generate
 from specviz.events import Round, summarize
@@ -919,7 +919,7 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
         table = dataframe(ui, "headers.rounds", max_height=400)
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
-    event = run.click(in_status(functools.partial(run_single, backend), len(outputs)),
+    event = run.click(zerogpu.gpu(in_status(functools.partial(run_single, backend), len(outputs)), duration=60),
                       [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"], c["typical"]], outputs,
                       **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
@@ -956,7 +956,7 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     runs, deployed = gr.State({}), gr.State(None)  # deployed: the saved trace
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
     outputs = [status, *columns, summary, *figures, runs, cache]
-    event = run.click(in_status(functools.partial(run_compare, backend), len(outputs)),
+    event = run.click(zerogpu.gpu(in_status(functools.partial(run_compare, backend), len(outputs)), duration=120),
                       inputs + [cache, language, c["nodes"], c["typical"]], outputs, **MODEL)
     chosen.input(limit_methods, [chosen, ticked, language], [chosen, status, ticked], queue=False, **UI)
     deploy = production_box(ui, "compare.production", "compare-production")
@@ -983,7 +983,7 @@ def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> d
     tree = gr.HTML()
     tokens = dataframe(ui, "headers.tokens")
     outputs = [status, stream, narration, tree, tokens, state]
-    prepare.click(in_status(functools.partial(step_prepare, backend), len(outputs)),
+    prepare.click(zerogpu.gpu(in_status(functools.partial(step_prepare, backend), len(outputs)), duration=30),
                   [c[n] for n in SETTINGS] + [language, c["nodes"], c["typical"]], outputs, **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
         button.click(in_status(functools.partial(step_move, delta=delta), len(outputs)), [state, language], outputs,
@@ -1150,9 +1150,11 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         demo.load(None, None, language, js=browser_language(), **UI)
         c["method"].change(lambda name, choice: explain.method_text(name, i18n.code(choice)), [c["method"], language],
                            c["method_info"], queue=False, **UI)
-        refresh = functools.partial(refresh_methods, backend)
+        refresh = zerogpu.gpu(functools.partial(refresh_methods, backend), duration=20)
         demo.load(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
         c["model"].change(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
+
+        api = zerogpu.gpu(functools.partial(api_result, backend), duration=60)  # gr.api reads speculate's signature
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
                       k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0, typical: bool = False,
@@ -1161,8 +1163,7 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
             size for eagle, medusa and draft (0 = this device's default; 1 = the draft's chain). typical: Medusa's
             typical acceptance when sampling (lossy). baseline: also run plain decoding, so metrics.speedup is
             measured (null otherwise) and "baseline" and "identical_to_baseline" are added."""
-            return api_result(backend, prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical,
-                              baseline)
+            return api(prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical, baseline)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)
@@ -1213,5 +1214,6 @@ if __name__ == "__main__":
     engine = EngineBackend(model_choices(limits.public), limits)
     print(f"[specviz] loading {engine.models[0]} ({'public mode, ' if limits.public else ''}at most "
           f"{limits.max_new_tokens} tokens and {limits.time_budget_s:g} s per run) ...", flush=True)
+    zerogpu.prepare()  # on a ZeroGPU Space: import spaces before a model loads (it patches torch)
     load_model(engine.models[0])
     build_demo(engine).launch(**LAUNCH)

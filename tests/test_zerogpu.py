@@ -60,3 +60,18 @@ def test_a_partial_of_a_generator_is_a_generator_function_to_spaces():
     """spaces.GPU picks its streaming wrapper with inspect.isgeneratorfunction, which sees through partial."""
     assert inspect.isgeneratorfunction(functools.partial(handler, "engine"))
     assert not inspect.isgeneratorfunction(functools.partial(lambda backend: backend, "engine"))
+
+
+def test_the_app_wraps_every_handler_that_runs_a_model(monkeypatch, fake_spaces):
+    """On a ZeroGPU Space the live run, side by side, Prepare, the model list and the API get a GPU."""
+    import app
+    from test_app import FakeBackend
+
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    demo = app.build_demo(FakeBackend())
+    durations = sorted(duration for _, duration in fake_spaces)
+    assert durations == [20, 30, 60, 60, 120]
+    wrapped = [f for f in demo.fns.values() if hasattr(f.fn, "zerogpu")]
+    assert len(wrapped) == 5  # run, compare, prepare, and the model list on load and on change
+    # the API's gr.api endpoint reads the undecorated speculate (its signature), which calls the wrapped one
+    assert any(getattr(task, "func", None) is app.api_result for task, _ in fake_spaces)
