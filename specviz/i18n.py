@@ -75,6 +75,9 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "headers.summary": "method | tau (tokens/round) | acceptance rate | tokens/s | speedup | identical to baseline",
     "tree.none": "This round guessed nothing: no tree to draw.",
     "tree.context": "context",
+    "tree.more": "+{n} unchecked",
+    "tree.more_title": "{n} guess(es) below a rejected one: never checked, because they continue text the target "
+                       "did not keep",
     "tree.context_title": "the last committed token: every guess hangs from it",
     "tree.note": "{summary}; {n} nodes in the tree, accepted path in green.",
     # --- the step-mode narration ---
@@ -86,10 +89,13 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "narr.plain": "Nothing was guessed this round: {why}. The target ran one plain step and produced {piece} "
                   "(target p = {p}).",
     "narr.chain": "a chain",
-    "narr.tree": "a tree",
     "narr.guessed": "**{method}** guessed **{n}** tokens as {shape}: {guesses}. The target checked them all in "
                     "**one** forward pass.",
     "narr.kept": "It kept **{n}**: {kept}.",
+    "narr.guessed_tree": "**{method}** guessed **{n}** tokens as a tree {levels} levels deep. The target checked them "
+                         "all in **one** forward pass, level by level:",
+    "narr.depth": "- depth {depth}: {n} guesses{checked}, kept {kept}",
+    "narr.depth_checked": " ({n} reached: the rest hang below a rejected guess)",
     "narr.none": "none",
     "narr.more_rejected": "…and {n} more rejected branches.",
     "narr.unreached": "{n} guess(es) came after a rejection and were never checked: once one token is wrong, "
@@ -453,6 +459,8 @@ ZH = {
     "headers.summary": "方法 | tau（token/轮） | 接受率 | token/秒 | 加速比 | 与基线相同",
     "tree.none": "这一轮没有猜测：没有树可画。",
     "tree.context": "上下文",
+    "tree.more": "+{n} 未验证",
+    "tree.more_title": "{n} 个猜测位于被拒绝的猜测之下：它们接续的是目标模型没有保留的文本，因此从未被验证",
     "tree.context_title": "最后一个已确认的 token：所有猜测都从这里展开",
     "tree.note": "{summary}；树中共 {n} 个节点，绿色为被接受的路径。",
     # --- the step-mode narration ---
@@ -463,9 +471,11 @@ ZH = {
     "narr.why.baseline": "基线从不猜测",
     "narr.plain": "这一轮没有猜测：{why}。目标模型做了一步普通解码，生成了 {piece}（目标概率 p = {p}）。",
     "narr.chain": "一条链",
-    "narr.tree": "一棵树",
     "narr.guessed": "**{method}** 以{shape}的形式猜测了 **{n}** 个 token：{guesses}。目标模型在**一次**前向计算中验证了全部猜测。",
     "narr.kept": "保留了 **{n}** 个：{kept}。",
+    "narr.guessed_tree": "**{method}** 以一棵 {levels} 层深的树猜测了 **{n}** 个 token。目标模型在**一次**前向计算中验证了全部猜测，逐层来看：",
+    "narr.depth": "- 第 {depth} 层：{n} 个猜测{checked}，保留了 {kept}",
+    "narr.depth_checked": "（其中 {n} 个被验证到：其余位于被拒绝的猜测之下）",
     "narr.none": "无",
     "narr.more_rejected": "……另有 {n} 个被拒绝的分支。",
     "narr.unreached": "有 {n} 个猜测位于被拒绝的 token 之后，从未被验证：一旦某个 token 错了，之后的猜测都是基于错误的文本做出的。",

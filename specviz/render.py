@@ -70,13 +70,12 @@ def round_summary(r: Round, lang: str = "en") -> str:
 
 
 def shown_rejections(r: Round) -> list[int]:
-    """Nodes to show struck through: a chain's whole rejected tail; in a tree, the rejected
-    siblings at the point where the accepted path ends (where the bonus token replaced them)."""
+    """Nodes to show struck through in the text: a chain's whole rejected tail. A tree's rejected siblings
+    are alternatives, not text: they belong to the tree picture, never inline."""
+    if not r.is_chain:
+        return []
     on_path = set(r.accepted_path)
-    if r.parents == list(range(-1, r.n_proposed - 1)):
-        return [i for i in range(r.n_proposed) if i not in on_path]
-    end = r.accepted_path[-1] if r.accepted_path else -1
-    return [i for i in range(r.n_proposed) if r.parents[i] == end and r.status[i] == REJECTED]
+    return [i for i in range(r.n_proposed) if i not in on_path]
 
 
 def round_html(r: Round, highlight: bool = False, lang: str = "en") -> str:
@@ -156,36 +155,56 @@ def token_rows(r: Round, lang: str = "en") -> list[list]:
     return rows
 
 
-def _layout(r: Round) -> dict[int, tuple[int, int]]:
-    """(column, row) of each node: depth across, leaves down in depth-first order; -1 is the root."""
+MORE = "more"  # a collapsed box: the nodes under a guess that was never reached, counted instead of drawn
+
+
+def _layout(r: Round) -> tuple[dict, dict[int, int]]:
+    """(column, row) of every box: depth across, rows down in depth-first order with the accepted path and the
+    bonus token first (row 0). The never-checked subtree under a guess is one box, keyed (MORE, parent), whose
+    count is in the second dict; -1 is the root (the context)."""
     kids: dict[int, list[int]] = {-1: []}
     for i, p in enumerate(r.parents):
         kids.setdefault(p, []).append(i)
-    place: dict[int, tuple[int, int]] = {}
+    on_path = set(r.accepted_path)
+    end = r.accepted_path[-1] if r.accepted_path else -1
+    place: dict = {}
+    hidden: dict[int, int] = {}
     next_row = 0
+
+    def subtree(node: int) -> int:
+        return 1 + sum(subtree(c) for c in kids.get(node, []))
 
     def visit(node: int, depth: int) -> int:
         nonlocal next_row
-        children = kids.get(node, [])
-        rows = [visit(c, depth + 1) for c in children]
-        if not rows:
-            rows = [next_row]
+        first = None
+        if node == end and r.bonus_token is not None:  # the bonus continues the path on its row
+            place["bonus"], first = (depth + 1, next_row), next_row
             next_row += 1
-        place[node] = (depth, rows[0])
-        return rows[0]
+        children = sorted(kids.get(node, []), key=lambda c: c not in on_path)  # the path's child first
+        unreached = [c for c in children if r.status[c] == UNREACHED]
+        for c in children:
+            if c not in unreached:
+                row = visit(c, depth + 1)
+                first = row if first is None else first
+        if unreached:
+            hidden[node] = sum(subtree(c) for c in unreached)
+            place[(MORE, node)], first = (depth + 1, next_row), next_row if first is None else first
+            next_row += 1
+        if first is None:
+            first, next_row = next_row, next_row + 1
+        place[node] = (depth, first)
+        return first
 
     visit(-1, 0)
-    return place
+    return place, hidden
 
 
-def tree_svg(r: Round, max_nodes: int = 120, lang: str = "en") -> str:
-    """The round's candidate tree, accepted path in green, the bonus token attached to its end."""
+def tree_svg(r: Round, lang: str = "en") -> str:
+    """The round's candidate tree, fitted to the panel's width: accepted path in green along the top row, the
+    bonus token at its end, rejected alternatives below, and what was never checked collapsed into a count."""
     if r.n_proposed == 0:
         return f'<div style="color:#6b7280;padding:8px">{html.escape(text("tree.none", lang))}</div>'
-    place = _layout(r)
-    end = r.accepted_path[-1] if r.accepted_path else -1
-    if r.bonus_token is not None:  # on a row of its own, beside the guess it replaced
-        place["bonus"] = (place[end][0] + 1, max(row for _, row in place.values()) + 1)
+    place, hidden = _layout(r)
     col_w, row_h, box_w, box_h = 118, 30, 104, 22
     width = (max(c for c, _ in place.values()) + 1) * col_w + 10
     height = (max(rw for _, rw in place.values()) + 1) * row_h + 10
@@ -194,24 +213,31 @@ def tree_svg(r: Round, max_nodes: int = 120, lang: str = "en") -> str:
         c, rw = place[node]
         return 5 + c * col_w, 5 + rw * row_h
 
+    def link(parent, child, color: str, bold: bool) -> str:
+        (x0, y0), (x1, y1) = xy(parent), xy(child)
+        return _edge(x0 + box_w, y0 + box_h / 2, x1, y1 + box_h / 2, color, bold)
+
     on_path = set(r.accepted_path)
     edges, boxes = [], []
-    for i, p in enumerate(r.parents[:max_nodes]):
-        (x0, y0), (x1, y1) = xy(p), xy(i)
-        kept = i in on_path
-        edges.append(_edge(x0 + box_w, y0 + box_h / 2, x1, y1 + box_h / 2, "#16a34a" if kept else "#9ca3af", kept))
-        boxes.append(_box(x1, y1, box_w, box_h, r.pieces[i], r.status[i], _node_title(r, i, lang)))
+    for i, p in enumerate(r.parents):
+        if i in place:
+            edges.append(link(p, i, "#16a34a" if i in on_path else "#9ca3af", i in on_path))
+            boxes.append(_box(*xy(i), box_w, box_h, r.pieces[i], r.status[i], _node_title(r, i, lang)))
+    for parent, count in hidden.items():
+        label = text("tree.more", lang, n=count)
+        edges.append(link(parent, (MORE, parent), "#d1d5db", False))
+        boxes.append(_box(*xy((MORE, parent)), box_w, box_h, label, UNREACHED, text("tree.more_title", lang, n=count),
+                          strike=False, clip=14))
     if r.bonus_token is not None:
-        (x0, y0), (x1, y1) = xy(end), xy("bonus")
-        edges.append(_edge(x0 + box_w, y0 + box_h / 2, x1, y1 + box_h / 2, "#2563eb", True))
-        boxes.append(_box(x1, y1, box_w, box_h, r.bonus_piece, "bonus", _bonus_title(r, lang)))
-    x, y = xy(-1)
-    boxes.append(_box(x, y, box_w, box_h, text("tree.context", lang), "plain", text("tree.context_title", lang)))
+        end = r.accepted_path[-1] if r.accepted_path else -1
+        edges.append(link(end, "bonus", "#2563eb", True))
+        boxes.append(_box(*xy("bonus"), box_w, box_h, r.bonus_piece, "bonus", _bonus_title(r, lang)))
+    boxes.append(_box(*xy(-1), box_w, box_h, text("tree.context", lang), "plain", text("tree.context_title", lang)))
     note = (f'<div style="font-size:12px;color:#6b7280">'
             f'{html.escape(text("tree.note", lang, summary=round_summary(r, lang), n=r.n_proposed))}</div>')
-    return (f'{note}<div style="max-height:440px;overflow:auto"><svg xmlns="http://www.w3.org/2000/svg" '
-            f'width="{width}" height="{height}" style="font-family:ui-monospace,monospace;font-size:12px">'
-            f'{"".join(edges)}{"".join(boxes)}</svg></div>')
+    return (f'{note}<div class="sv-tree" style="max-height:460px;overflow:auto"><svg xmlns="http://www.w3.org/2000/svg" '
+            f'viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px;min-width:{min(width, 480)}px;'
+            f'font-family:ui-monospace,monospace;font-size:12px">{"".join(edges)}{"".join(boxes)}</svg></div>')
 
 
 def _edge(x0: float, y0: float, x1: float, y1: float, color: str, bold: bool) -> str:
@@ -220,11 +246,12 @@ def _edge(x0: float, y0: float, x1: float, y1: float, color: str, bold: bool) ->
             f'stroke-width="{3 if bold else 1.2}"/>')
 
 
-def _box(x: float, y: float, w: int, h: int, piece: str, role: str, title: str) -> str:
+def _box(x: float, y: float, w: int, h: int, piece: str, role: str, title: str, strike: bool = True,
+         clip: int = 12) -> str:
     background, color = COLORS[role]
     label = piece.replace("\n", "↵")
-    label = label if len(label) <= 12 else label[:11] + "…"
-    strike = ' text-decoration="line-through"' if role in (REJECTED, UNREACHED) else ""
+    label = label if len(label) <= clip else label[:clip - 1] + "…"
+    strike = ' text-decoration="line-through"' if strike and role in (REJECTED, UNREACHED) else ""
     return (f'<g><title>{html.escape(title)}</title><rect x="{x}" y="{y}" width="{w}" height="{h}" rx="4" '
             f'fill="{background}" stroke="{color}" stroke-width="1"/><text x="{x + 6}" y="{y + 15}" '
             f'fill="{color}"{strike} xml:space="preserve">{html.escape(label)}</text></g>')
@@ -239,9 +266,12 @@ def narrate(r: Round, greedy: bool, lang: str = "en") -> str:
                if r.method != "baseline" else text("narr.why.baseline", lang))
         lines.append(text("narr.plain", lang, why=why, piece=_q(r.bonus_piece), p=fmt_prob(r.bonus_prob)))
         return "\n\n".join(lines + _stop_line(r, lang))
-    guesses = ", ".join(_q(r.pieces[i]) for i in range(r.n_proposed))
-    shape = text("narr.chain" if r.is_chain else "narr.tree", lang)
-    lines.append(text("narr.guessed", lang, method=r.method, n=r.n_proposed, shape=shape, guesses=guesses))
+    if r.is_chain:
+        guesses = ", ".join(_q(r.pieces[i]) for i in range(r.n_proposed))
+        lines.append(text("narr.guessed", lang, method=r.method, n=r.n_proposed, shape=text("narr.chain", lang),
+                          guesses=guesses))
+    else:
+        lines.append(_tree_by_depth(r, lang))
     kept = ", ".join(_q(r.pieces[i]) for i in r.accepted_path) or text("narr.none", lang)
     lines.append(text("narr.kept", lang, n=r.n_accepted, kept=kept))
     rejected = [i for i in range(r.n_proposed) if r.status[i] == REJECTED]
@@ -253,6 +283,20 @@ def narrate(r: Round, greedy: bool, lang: str = "en") -> str:
         lines.append(text("narr.unreached", lang, n=unreached))
     lines.append(_bonus_line(r, greedy, lang))
     return "\n\n".join(lines + _stop_line(r, lang))
+
+
+def _tree_by_depth(r: Round, lang: str) -> str:
+    """A tree's guesses told level by level: how many, how many the target reached, which one it kept."""
+    depths = [depth_of(r.parents, i) for i in range(r.n_proposed)]
+    levels = []
+    for d in range(1, max(depths) + 1):
+        nodes = [i for i in range(r.n_proposed) if depths[i] == d]
+        checked = sum(r.status[i] != UNREACHED for i in nodes)
+        kept = r.accepted_path[d - 1] if d <= len(r.accepted_path) else None
+        levels.append(text("narr.depth", lang, depth=d, n=len(nodes),
+                           checked=text("narr.depth_checked", lang, n=checked) if checked < len(nodes) else "",
+                           kept=_q(r.pieces[kept]) if kept is not None else text("narr.none", lang)))
+    return text("narr.guessed_tree", lang, method=r.method, n=r.n_proposed, levels=len(levels)) + "\n" + "\n".join(levels)
 
 
 def _why_rejected(r: Round, i: int, greedy: bool, lang: str) -> str:

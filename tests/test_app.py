@@ -455,17 +455,38 @@ def test_chain_round_shows_kept_rejected_and_bonus_in_order():
     assert render.emitted_pieces(r) == [piece(t) for t in r.emitted]
 
 
-def test_tree_round_shows_only_the_siblings_it_replaced():
-    r = list(canned_run("eagle", 24, 3))[1]  # kept 1 of depth 3, two candidates per depth
-    shown = render.shown_rejections(r)
-    assert all(r.parents[i] == r.accepted_path[-1] for i in shown) and len(shown) == 2
-    svg = render.tree_svg(r)
-    assert svg.count("<rect") == r.n_proposed + 2  # nodes, the bonus and the context
-    assert svg.count('stroke-width="3"') == len(r.accepted_path) + 1
-    for rounds in (list(canned_run("eagle", 24, 3)), list(canned_run("draft", 24, 4))):
-        for each in rounds:  # no box hides another, whatever was kept
-            corners = re.findall(r'<rect x="([\d.]+)" y="([\d.]+)"', render.tree_svg(each))
-            assert len(corners) == len(set(corners))
+def test_a_tree_draws_its_path_on_top_collapses_what_was_never_checked_and_stays_out_of_the_text():
+    rounds = list(canned_run("eagle", 24, 3))
+    r = rounds[1]  # kept 1 of depth 3, two candidates per depth
+    assert render.shown_rejections(r) == [] and "sv-rejected" not in render.round_html(r)  # alternatives: tree only
+    collapsed = 0
+    for each in rounds + list(canned_run("draft", 24, 4)):
+        place, hidden = render._layout(each)
+        assert all(place[i][1] == 0 for i in each.accepted_path) and place[-1][1] == 0  # the path on the top row
+        if each.bonus_token is not None:
+            assert place["bonus"] == (len(each.accepted_path) + 1, 0)  # the bonus ends it
+        drawn = [i for i in range(each.n_proposed) if i in place]
+        assert all(each.status[i] != UNREACHED for i in drawn)
+        assert len(drawn) + sum(hidden.values()) == each.n_proposed  # every guess drawn or counted
+        svg = render.tree_svg(each)
+        assert svg.count("<rect") == len(drawn) + len(hidden) + 1 + (each.bonus_token is not None)
+        assert svg.count("unchecked</text>") == len(hidden) and 'width="100%"' in svg and "viewBox" in svg
+        corners = re.findall(r'<rect x="([\d.]+)" y="([\d.]+)"', svg)
+        assert len(corners) == len(set(corners))  # no box hides another
+        collapsed += len(hidden)
+    assert collapsed > 0
+    assert render.shown_rejections(list(canned_run("ngram", 24, 4))[1])  # a chain's rejected tail stays in the text
+
+
+def test_a_trees_narration_goes_level_by_level():
+    r = list(canned_run("eagle", 24, 3))[1]  # two candidates per depth; the path ends at depth 1
+    told = render.narrate(r, greedy=True)
+    assert "as a tree 3 levels deep" in told
+    assert f"- depth 1: 2 guesses, kept `{r.pieces[r.accepted_path[0]]}`" in told
+    assert "- depth 2: 2 guesses, kept none" in told  # both children of the kept guess were checked
+    assert "- depth 3: 2 guesses (0 reached" in told  # both below a rejected one
+    assert told.count("kept none") == 2
+    assert "第 1 层：2 个猜测" in render.narrate(r, True, "zh")
 
 
 def test_plain_rounds_and_empty_runs_render():
