@@ -76,6 +76,7 @@ def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: Ru
     if not prompt_ids:
         raise ValueError("the prompt is empty")
     check_context(target, prompt_ids, run)
+    proposer.prepare(prompt_ids, run)  # untimed: the oracle learns its answer here; real work belongs in propose()
     generator = torch.Generator().manual_seed(sampling.seed)
     start = time.perf_counter()
     with torch.inference_mode():

@@ -20,7 +20,7 @@ from specviz.config import MAX_K
 from specviz.events import SPECULATE, Round, depth_of
 from specviz.i18n import has, text
 
-METHODS = ("baseline", "ngram", "draft", "medusa", "eagle")  # those with a description (i18n "method.NAME")
+METHODS = ("baseline", "ngram", "draft", "medusa", "eagle", "oracle")  # those with a description (i18n "method.NAME")
 
 
 def method_text(name: str, lang: str = "en") -> str:
@@ -127,7 +127,7 @@ EMBEDDED_FOOTPRINT = {  # name -> (weights MB, KV cache bytes per token)
     "medusa": (8.0, 0),
 }
 CONTEXT_TOKENS = 2048  # the context the KV caches are sized for
-NO_EXTRA_MEMORY = ("baseline", "ngram")  # methods that add nothing to the target's memory
+NO_EXTRA_MEMORY = ("baseline", "ngram", "oracle")  # methods that add nothing to the target's memory
 
 
 def memory_mb(model: str, method: str) -> dict[str, float]:

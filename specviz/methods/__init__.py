@@ -12,6 +12,7 @@ from .draft import DraftProposer, load_draft
 from .eagle import EagleProposer, EagleWeights, TreeOptions, load_eagle
 from .medusa import MedusaProposer, MedusaWeights, load_medusa
 from .ngram import NgramOptions, NgramProposer
+from .oracle import DEFAULT_A, OracleProposer
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ def _eagle(target: Target, sampling: SamplingConfig, head: Optional[EagleWeights
                                                 context_rows=bool(context_rows)))
 
 
+def _oracle(target: Target, sampling: SamplingConfig, a: float = DEFAULT_A) -> Proposer:
+    """Not a real method: knows the target's greedy answer and guesses each token right with chance a."""
+    return OracleProposer(target, sampling, a)
+
+
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("baseline", lambda target, sampling: Baseline()),
     Method("ngram", lambda target, sampling, max_ngram=NgramOptions.max_ngram, min_ngram=NgramOptions.min_ngram,
@@ -91,6 +97,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("draft", _draft, available=lambda target: shipped_fits("draft", target)),
     Method("medusa", _medusa, available=lambda target: shipped_fits("medusa", target)),
     Method("eagle", _eagle, available=lambda target: shipped_fits("eagle", target)),
+    Method("oracle", _oracle),  # a teaching tool: the ceiling a drafter of acceptance a would reach
 )}
 METHODS = tuple(REGISTRY)
 
