@@ -967,9 +967,20 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
                 status=status, deploy=deploy, deployed=deployed)
 
 
+def paper_tree(method: str) -> tuple:
+    """One click to the tree size of the papers (this module's GPU default): the method's own, or EAGLE's."""
+    method = method if method in TREE_METHODS else "eagle"
+    return gr.update(value=method), gr.update(value=TREE_NODES[method]["cuda"])
+
+
 def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> dict:
     state = gr.State(None)
     ui(gr.Markdown, value=tr("step.intro"))
+    if on_cpu():  # where the tree sizes default small, say so, and offer the papers' size
+        with gr.Row():
+            ui(gr.Markdown, value=tr("step.cpu_trees", **NODES_DEFAULTS), elem_id="step-cpu-trees")
+            bigger = ui(gr.Button, value=tr("step.paper_tree"), scale=0, min_width=220, elem_id="step-paper-tree")
+        bigger.click(paper_tree, c["method"], [c["method"], c["nodes"]], queue=False, **UI)
     with gr.Row():
         prepare = ui(gr.Button, value=tr("step.prepare"), variant="primary", elem_id="step-prepare")
         back, forward = ui(gr.Button, value=tr("step.back")), ui(gr.Button, value=tr("step.next"), elem_id="step-next")

@@ -206,6 +206,11 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "compare.trace_file": "These runs as a trace (JSON): download it, replay it in the Replay tab without a model",
     "compare.production": "In production: these runs for vLLM and transformers",
     # --- step mode ---
+    "step.cpu_trees": "On this CPU, EAGLE and Medusa guess trees of {eagle_cpu} and {medusa_cpu} nodes by default "
+                      "(nodes = guessed tokens per round's tree; the draft model guesses a chain): checking a wider "
+                      "tree costs a CPU more than it wins. The papers, and this app on a GPU, use trees of "
+                      "{eagle_gpu} (EAGLE) and {medusa_gpu} (Medusa) nodes, where a round can keep far more.",
+    "step.paper_tree": "Use the papers' tree size",
     "step.intro": "Runs the generation once, then shows it **one round per click** with an account of what "
                   "happened and why.",
     "step.prepare": "Prepare",
@@ -567,6 +572,8 @@ ZH = {
     "compare.trace_file": "这些运行的记录（JSON）：下载后可在“回放记录”中无需模型回放",
     "compare.production": "用于生产环境：这些运行对应的 vLLM 与 transformers 配置",
     # --- step mode ---
+    "step.cpu_trees": "在这台 CPU 上，EAGLE 和 Medusa 默认猜测 {eagle_cpu} 和 {medusa_cpu} 个节点的树（节点 = 每轮树中猜测的 token 数；草稿模型猜测一条链）：在 CPU 上验证更宽的树，代价超过收益。论文以及本应用在 GPU 上使用 {eagle_gpu}（EAGLE）和 {medusa_gpu}（Medusa）个节点的树，每轮能保留多得多的 token。",
+    "step.paper_tree": "使用论文中的树大小",
     "step.intro": "先完整生成一次，然后**每点击一次展示一轮**，并说明发生了什么以及原因。",
     "step.prepare": "准备",
     "step.back": "◀ 上一轮",

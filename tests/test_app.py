@@ -867,3 +867,12 @@ def test_the_replay_heading_says_whether_a_trace_was_recorded_by_this_code():
     assert "Recorded before traces carried their code's version" in app.trace_heading(replace(current, versions={}))
     for path in sorted(app.DEMO_TRACES.glob("*.json")):  # the shipped traces are this code's own
         assert trace.load(path).stale is False, path.name
+
+
+def test_on_a_cpu_step_mode_says_why_trees_are_small_and_offers_the_papers_size(monkeypatch):
+    assert app.paper_tree("medusa") == (gr.update(value="medusa"), gr.update(value=40))
+    assert app.paper_tree("ngram") == (gr.update(value="eagle"), gr.update(value=48))  # a method without trees
+    for cpu in (True, False):
+        monkeypatch.setattr(app, "on_cpu", lambda: cpu)
+        ids = {getattr(b, "elem_id", None) for b in app.build_demo(FakeBackend()).blocks.values()}
+        assert ("step-paper-tree" in ids) == cpu and ("step-cpu-trees" in ids) == cpu
