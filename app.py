@@ -7,7 +7,7 @@ come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT.
 API (gradio_client):
     Client(url).predict(prompt, method, max_new_tokens, temperature, api_name="/speculate")
     -> {"text": str, "rounds": [Round.to_dict(), ...], "metrics": summarize(rounds)}
-Optional trailing arguments: k, top_p, seed, nodes, typical, baseline. Invalid values raise gr.Error to the client.
+Optional trailing arguments: k, top_p, seed, nodes, typical, baseline, a. Invalid values raise gr.Error to the client.
 
 Limits per request (tokens, prompt length, time) and the model allow-list come from Limits;
 SPECVIZ_PUBLIC=1 selects the stricter public ones (docs/robustness.md).
@@ -151,6 +151,7 @@ def error(key: str, lang: str, **values: Any) -> gr.Error:
 
 TREE_METHODS = tuple(TREE_NODES)  # the methods whose tree size the "tree nodes" control sets
 MAX_NODES = 64  # the largest tree the control offers (verification reads nodes + 1 tokens per round)
+ORACLE_A = 0.8  # the teaching oracle's chance of a right guess, by default
 NODES_DEFAULTS = {f"{m}_{'gpu' if d == 'cuda' else d}": n for m, by in TREE_NODES.items() for d, n in by.items()}
 
 
@@ -181,7 +182,7 @@ def _as_float(value: Any, name: str, low: float, high: float, low_open: bool = F
 
 def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperature: Any, top_p: Any,
              max_new_tokens: Any, seed: Any, model: Any, lang: str = "en", nodes: Any = 0,
-             typical: Any = False) -> Request:
+             typical: Any = False, oracle_a: Any = ORACLE_A) -> Request:
     """Raw inputs -> a Request, or gr.Error with a message a user can act on (in `lang`).
 
     The model is checked against the offered choices before anything is loaded."""
@@ -204,6 +205,8 @@ def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperatu
                               seed=_as_int(seed, "seed", 0, 2**31 - 1, lang), typical=bool(typical))
     nodes = _as_int(nodes if nodes is not None else 0, "nodes", 0, MAX_NODES, lang)
     options = {"nodes": nodes} if nodes and method in TREE_METHODS else {}
+    if method == "oracle":  # the teaching oracle's chance of a right guess
+        options = {"a": _as_float(oracle_a, "a", 0.0, 1.0, lang=lang)}
     return Request(prompt, method, model, replace(run, k_max=max(run.k, run.k_max)), sampling, options)
 
 
@@ -413,10 +416,12 @@ def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]
 
 
 def run_single(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
-               with_baseline, cache, language: str = "English", nodes=0, typical=False) -> Iterator[tuple]:
+               with_baseline, cache, language: str = "English", nodes=0, typical=False,
+               oracle_a=ORACLE_A) -> Iterator[tuple]:
     """Stream one method round by round, then (optionally) the baseline for speedup and losslessness."""
     lang = i18n.code(language)
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical,
+                   oracle_a)
     tick, rounds, cache = Throttle(), [], dict(cache or {})
     for rounds in growing(backend, req, lang):
         yield single_outputs(req, rounds, None, tick(force=rounds[-1].finished), lang=lang)
@@ -510,14 +515,15 @@ def limit_methods(chosen: Optional[list], ticked: Optional[list], language: str 
 
 
 def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, max_new_tokens, seed, model,
-                cache, language: str = "English", nodes=0, typical=False) -> Iterator[tuple]:
+                cache, language: str = "English", nodes=0, typical=False, oracle_a=ORACLE_A) -> Iterator[tuple]:
     """Run two to four methods one after another on the same prompt, a fresh baseline first, so
     every speed in the table is measured under the same conditions."""
     lang = i18n.code(language)
     methods = list(methods or [])
     if not 2 <= len(methods) <= MAX_COLUMNS:
         raise error("err.compare_count", lang, most=MAX_COLUMNS, n=len(methods))
-    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical)
+    reqs = [validate(backend, prompt, m, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical,
+                     oracle_a)
             for m in methods]
     greedy, tick, runs = reqs[0].sampling.greedy, Throttle(), {}
     base: list[Round] = []
@@ -550,10 +556,11 @@ def step_outputs(state: dict, lang: str = "en") -> tuple:
 
 
 def step_prepare(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed,
-                 model, language: str = "English", nodes=0, typical=False) -> Iterator[tuple]:
+                 model, language: str = "English", nodes=0, typical=False, oracle_a=ORACLE_A) -> Iterator[tuple]:
     """Run the whole generation once; the rounds are then revealed one per click from session state."""
     lang = i18n.code(language)
-    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical)
+    req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes, typical,
+                   oracle_a)
     skip, tick, rounds = gr.skip(), Throttle(), []
     for rounds in growing(backend, req, lang):
         if tick():
@@ -744,12 +751,13 @@ def source_note(sources: Optional[dict], name: Optional[str], lang: str) -> str:
 # --- API --------------------------------------------------------------------------------------------
 
 def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens: Any, temperature: Any,
-               k: Any, top_p: Any, seed: Any, nodes: Any = 0, typical: Any = False, baseline: Any = False) -> dict:
+               k: Any, top_p: Any, seed: Any, nodes: Any = 0, typical: Any = False, baseline: Any = False,
+               oracle_a: Any = ORACLE_A) -> dict:
     """The /speculate endpoint (messages in English). With `baseline`, plain decoding of the same request
     runs right after, so metrics.speedup is measured (else it is None: the API runs no baseline by itself)."""
     model = backend.models[0]
     req = validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, nodes=nodes,
-                   typical=typical)
+                   typical=typical, oracle_a=oracle_a)
     if not isinstance(baseline, bool) and baseline is not None:
         raise error("err.api_baseline", "en", value=shown(baseline))
     rounds = api_rounds(backend, req)
@@ -857,6 +865,8 @@ def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Compon
                 c["top_p"] = ui(gr.Slider, 0.05, 1, value=1, step=0.05, label=tr("ctl.top_p"))
             c["typical"] = ui(gr.Checkbox, value=False, label=tr("ctl.typical"), info=tr("ctl.typical_info"),
                               elem_id="typical")
+            c["oracle_a"] = ui(gr.Slider, 0, 1, value=ORACLE_A, step=0.05, label=tr("ctl.oracle_a"),
+                               info=tr("ctl.oracle_a_info"), visible=c["method"].value == "oracle", elem_id="oracle-a")
             with gr.Row():
                 top = backend.limits.max_new_tokens
                 c["max_new_tokens"] = ui(gr.Slider, 1, top, value=min(96, top), step=1, label=tr("ctl.max_new_tokens"))
@@ -920,7 +930,8 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
     outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
     event = run.click(zerogpu.gpu(in_status(functools.partial(run_single, backend), len(outputs)), duration=60),
-                      [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"], c["typical"]], outputs,
+                      [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"], c["typical"],
+                                                  c["oracle_a"]], outputs,
                       **MODEL)
     deploy = production_box(ui, "live.production", "run-production")
     event.then(in_status(functools.partial(save_single, backend), 3, None),
@@ -957,7 +968,7 @@ def compare_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, lang
     saved = ui(gr.File, label=tr("compare.trace_file"), interactive=False, elem_id="compare-trace")
     outputs = [status, *columns, summary, *figures, runs, cache]
     event = run.click(zerogpu.gpu(in_status(functools.partial(run_compare, backend), len(outputs)), duration=120),
-                      inputs + [cache, language, c["nodes"], c["typical"]], outputs, **MODEL)
+                      inputs + [cache, language, c["nodes"], c["typical"], c["oracle_a"]], outputs, **MODEL)
     chosen.input(limit_methods, [chosen, ticked, language], [chosen, status, ticked], queue=False, **UI)
     deploy = production_box(ui, "compare.production", "compare-production")
     event.then(in_status(functools.partial(trace_file, backend), 3, None),
@@ -995,7 +1006,7 @@ def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> d
     tokens = dataframe(ui, "headers.tokens")
     outputs = [status, stream, narration, tree, tokens, state]
     prepare.click(zerogpu.gpu(in_status(functools.partial(step_prepare, backend), len(outputs)), duration=30),
-                  [c[n] for n in SETTINGS] + [language, c["nodes"], c["typical"]], outputs, **MODEL)
+                  [c[n] for n in SETTINGS] + [language, c["nodes"], c["typical"], c["oracle_a"]], outputs, **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
         button.click(in_status(functools.partial(step_move, delta=delta), len(outputs)), [state, language], outputs,
                      **UI)
@@ -1159,8 +1170,9 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
         wire_language(ui, language, c, live, side, step, replayed, calc)
         tabs.change(None, None, None, js=RESIZE_CHARTS, **UI)
         demo.load(None, None, language, js=browser_language(), **UI)
-        c["method"].change(lambda name, choice: explain.method_text(name, i18n.code(choice)), [c["method"], language],
-                           c["method_info"], queue=False, **UI)
+        c["method"].change(lambda name, choice: (explain.method_text(name, i18n.code(choice)),
+                                                 gr.update(visible=name == "oracle")),
+                           [c["method"], language], [c["method_info"], c["oracle_a"]], queue=False, **UI)
         refresh = zerogpu.gpu(functools.partial(refresh_methods, backend), duration=20)
         demo.load(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
         c["model"].change(refresh, [c["model"], language], [c["method"], side["chosen"]], **MODEL)
@@ -1169,12 +1181,13 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
 
         def speculate(prompt: str, method: str = "ngram", max_new_tokens: int = 64, temperature: float = 0.0,
                       k: int = 4, top_p: float = 1.0, seed: int = 0, nodes: int = 0, typical: bool = False,
-                      baseline: bool = False) -> dict:
+                      baseline: bool = False, a: float = ORACLE_A) -> dict:
             """Generate with one method; returns {"text", "rounds", "metrics", "method", "model"}. nodes: tree
             size for eagle, medusa and draft (0 = this device's default; 1 = the draft's chain). typical: Medusa's
             typical acceptance when sampling (lossy). baseline: also run plain decoding, so metrics.speedup is
-            measured (null otherwise) and "baseline" and "identical_to_baseline" are added."""
-            return api(prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical, baseline)
+            measured (null otherwise) and "baseline" and "identical_to_baseline" are added. a: the oracle's chance
+            of a right guess (method "oracle", a teaching tool)."""
+            return api(prompt, method, max_new_tokens, temperature, k, top_p, seed, nodes, typical, baseline, a)
 
         gr.api(speculate, api_name="speculate", concurrency_id="model", concurrency_limit=1)
     demo.queue(max_size=backend.limits.queue_size, default_concurrency_limit=4)

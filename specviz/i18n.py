@@ -37,6 +37,8 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "ctl.top_p": "top-p",
     "ctl.typical": "Typical acceptance (Medusa; lossy)",
     "ctl.typical_info": "When sampling, keep any guess the target finds plausible (p above min(0.09, 0.3·e^(−entropy))) instead of the exact rejection rule: more tokens per round, but the text no longer follows the target's distribution. No effect at temperature 0.",
+    "ctl.oracle_a": "a: the oracle's chance of guessing each token right",
+    "ctl.oracle_a_info": "The oracle (a teaching tool) knows the answer and guesses each token right with this chance.",
     "ctl.max_new_tokens": "max new tokens",
     "ctl.seed": "seed",
     "ctl.model": "Target model",
@@ -250,6 +252,8 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
                         "authors' code).",
     "note.vllm_heads": "vLLM loads {method} heads in its own checkpoint format; specviz's trained heads would need "
                        "converting first, so `model` names where such a checkpoint would live.",
+    "note.oracle": "the oracle is a teaching tool with no production equivalent: no server knows the target's answer "
+                   "before computing it. Its numbers are the ceiling a real drafter of the same acceptance could reach.",
     "note.eagle_chain": "vLLM verifies a chain of num_speculative_tokens guesses; specviz's EAGLE verifies a tree.",
     "note.unknown": "specviz knows no production equivalent of method {method}.",
     "note.adaptive_k": "adaptive k has no equivalent here: both libraries use the fixed starting k.",
@@ -302,6 +306,12 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
                     "drafts a tree of guesses, feature by feature. Usually the highest acceptance of these methods. "
                     "*Training:* one small layer on the target's features. *Running:* one small layer per draft "
                     "step.",
+    "method.oracle": "**Oracle (a teaching tool, not a real method)**: it already knows the target's greedy answer "
+                     "and guesses each of the next k tokens right with chance **a** (default 0.8), wrong otherwise. "
+                     "Its draft is free, so it shows the ceiling: what a drafter of acceptance a would buy at each k "
+                     "on this machine, E = (1 − a^(k+1)) / (1 − a) tokens per round. *Training:* none. *Running:* "
+                     "nothing inside the timed loop (the answer is decoded before the clock starts). It knows only "
+                     "the greedy text: when sampling, it stops guessing once the text leaves it.",
     "method.unknown": "**{name}**: no description yet.",
     "formula.none": "**Expected speedup** (Leviathan et al.): E = (1 − a^(k+1)) / (1 − a) tokens per round, "
                     "speedup = E / (k·c + 1). This run guessed nothing, so there is nothing to fill in.",
@@ -379,7 +389,7 @@ out["metrics"]["speedup"], out["identical_to_baseline"]
 | argument | meaning | allowed |
 | --- | --- | --- |
 | `prompt` | the user message (the model's chat template is applied) | text, not empty |
-| `method` | how tokens are guessed: `baseline`, `ngram`, `draft`, `medusa`, `eagle` | one of those the model offers |
+| `method` | how tokens are guessed: `baseline`, `ngram`, `draft`, `medusa`, `eagle`, `oracle` | one of those the model offers |
 | `max_new_tokens` | tokens to generate (default 64) | 1 to {max_new} |
 | `temperature` | 0 = greedy; above 0, exact sampling of the target's distribution (default 0) | 0 to {max_t} |
 | `k` | guesses per round: the chain's length, or the tree's depth (default 4) | 1 to {max_k} |
@@ -388,6 +398,7 @@ out["metrics"]["speedup"], out["identical_to_baseline"]
 | `nodes` | guessed tokens per round's tree for `eagle`, `medusa`, `draft`; 0 = this device's default, 1 = the draft's chain | 0 to {max_nodes} |
 | `typical` | Medusa's typical acceptance when sampling: keeps more guesses, but is lossy | true or false |
 | `baseline` | also run plain decoding of the same request, to measure the speedup (the call takes about twice as long) | true or false |
+| `a` | method `oracle` (a teaching tool that knows the answer) only: its chance of guessing each token right (default 0.8) | 0 to 1 |
 
 **Result** (plain JSON): `text`; `method`; `model`; `rounds`, one record per verification round (`tokens`,
 `parents`, `status` of each guess, `draft_probs`, `target_probs`, `accepted_path`, `bonus_token`, `emitted`,
@@ -426,6 +437,8 @@ ZH = {
     "ctl.top_p": "top-p",
     "ctl.typical": "典型接受（Medusa；有损）",
     "ctl.typical_info": "采样时，只要目标模型认为猜测足够可信（p 高于 min(0.09, 0.3·e^(−熵))）就接受它，而不用精确的拒绝采样规则：每轮保留更多 token，但文本不再服从目标模型的分布。温度为 0 时没有影响。",
+    "ctl.oracle_a": "a：oracle 猜对每个 token 的概率",
+    "ctl.oracle_a_info": "oracle（教学工具）知道答案，并以这个概率猜对每个 token。",
     "ctl.max_new_tokens": "最多生成的 token 数",
     "ctl.seed": "随机种子",
     "ctl.model": "目标模型",
@@ -603,6 +616,7 @@ ZH = {
     "note.ngram_min": "transformers 的提示词查找（prompt lookup）匹配最长 max_matching_ngram_size 个 token 的 n-gram；它没有最小长度。",
     "note.no_generate": "transformers 的 generate() 不支持 {method} 解码：请用 vLLM（或 {method} 作者的代码）部署。",
     "note.vllm_heads": "vLLM 以自己的检查点格式加载 {method} 头；specviz 训练的头需要先转换，所以 `model` 指的是这种检查点应在的位置。",
+    "note.oracle": "oracle 是教学工具，在生产环境中没有对应：没有哪个服务器能在计算之前就知道目标模型的答案。它的数字是同样接受率的真实草稿方法所能达到的上限。",
     "note.eagle_chain": "vLLM 验证的是由 num_speculative_tokens 个猜测组成的链；specviz 的 EAGLE 验证的是一棵树。",
     "note.unknown": "specviz 不知道方法 {method} 在生产环境中的对应配置。",
     "note.adaptive_k": "自适应 k 在这里没有对应：两个库都使用固定的初始 k。",
@@ -635,6 +649,7 @@ ZH = {
     "method.draft": "**草稿模型（draft）**：一个使用相同分词器的小语言模型逐个写出 k 个 token；目标模型在一次前向计算中验证全部猜测。树节点数大于 1 时，它改为生长一棵由最佳猜测组成的树，每层一次小的前向计算（GPU 上的默认做法）。*训练*：如果已有小的同系列模型则无需训练，否则需要蒸馏一个。*运行*：内存中多一个模型，每轮多 k 次小的前向计算。",
     "method.medusa": "**Medusa**：在目标模型最后的隐藏状态上加几个额外的头；第 i 个头猜测往后第 i+1 个位置的 token。它们的首选猜测组成一棵树，目标模型用树形注意力掩码在一次前向计算中验证。*训练*：只训练这些头，目标模型冻结。*运行*：几个线性层，几乎没有成本。",
     "method.eagle": "**EAGLE**：一个单层解码器，在目标模型自己的特征（隐藏状态）上运行，一个特征接一个特征地起草一棵猜测树。通常是这些方法中接受率最高的。*训练*：在目标模型的特征上训练一个小层。*运行*：每一步起草运行一个小层。",
+    "method.oracle": "**神谕（oracle，教学工具，不是真正的方法）**：它事先知道目标模型的贪心答案，对接下来 k 个 token 的每一个以概率 **a**（默认 0.8）猜对，否则猜错。它的草稿不花时间，所以它给出的是上限：在这台机器上，接受率为 a 的草稿方法在每个 k 下能换来多少，即每轮 E = (1 − a^(k+1)) / (1 − a) 个 token。*训练*：无。*运行*：计时循环内不做任何计算（答案在计时开始前就已解码）。它只知道贪心文本：采样时，一旦文本偏离它，它就不再猜测。",
     "method.unknown": "**{name}**：暂无说明。",
     "formula.none": "**预期加速比**（Leviathan 等）：每轮 E = (1 − a^(k+1)) / (1 − a) 个 token，加速比 = E / (k·c + 1)。这次运行没有任何猜测，所以没有可代入的数值。",
     "formula.no_baseline": "—（运行基线后才能测得）",
@@ -708,7 +723,7 @@ out["metrics"]["speedup"], out["identical_to_baseline"]
 | 参数 | 含义 | 取值 |
 | --- | --- | --- |
 | `prompt` | 用户消息（会套用模型的对话模板） | 非空文本 |
-| `method` | 猜测 token 的方式：`baseline`、`ngram`、`draft`、`medusa`、`eagle` | 模型提供的方法之一 |
+| `method` | 猜测 token 的方式：`baseline`、`ngram`、`draft`、`medusa`、`eagle`、`oracle` | 模型提供的方法之一 |
 | `max_new_tokens` | 生成的 token 数（默认 64） | 1 到 {max_new} |
 | `temperature` | 0 = 贪心；大于 0 时精确采样目标模型的分布（默认 0） | 0 到 {max_t} |
 | `k` | 每轮猜测数：链的长度或树的深度（默认 4） | 1 到 {max_k} |
@@ -717,6 +732,7 @@ out["metrics"]["speedup"], out["identical_to_baseline"]
 | `nodes` | `eagle`、`medusa`、`draft` 每轮树中的猜测 token 数；0 = 本设备默认，1 = 草稿模型的链 | 0 到 {max_nodes} |
 | `typical` | 采样时使用 Medusa 的典型接受：保留更多猜测，但有损 | true 或 false |
 | `baseline` | 同时运行一次普通解码以测量加速比（调用耗时约为两倍） | true 或 false |
+| `a` | 仅用于 `oracle` 方法（知道答案的教学工具）：猜对每个 token 的概率（默认 0.8） | 0 到 1 |
 
 **结果**（纯 JSON）：`text`；`method`；`model`；`rounds`，每个验证轮一条记录（`tokens`、`parents`、每个猜测的
 `status`、`draft_probs`、`target_probs`、`accepted_path`、`bonus_token`、`emitted`、耗时……）；`metrics`：

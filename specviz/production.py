@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .config import RunConfig, SamplingConfig
-from .i18n import has, text
+from .i18n import text
 
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded model is a 4-bit GGUF of this checkpoint
 DRAFT_PLACEHOLDER = "<a small model with the target's tokenizer>"
@@ -75,7 +75,7 @@ def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple
         return {"method": method, "model": draft or f"<{method} heads for this target>",
                 "num_speculative_tokens": k}, None
     if method == "oracle":  # a teaching tool: no server knows the target's answer before computing it
-        notes.append(("note.oracle", {}) if has("note.oracle") else ("note.unknown", {"method": repr(method)}))
+        notes.append(("note.oracle", {}))
         return None, None
     notes.append(("note.unknown", {"method": repr(method)}))
     return None, None

@@ -876,3 +876,24 @@ def test_on_a_cpu_step_mode_says_why_trees_are_small_and_offers_the_papers_size(
         monkeypatch.setattr(app, "on_cpu", lambda: cpu)
         ids = {getattr(b, "elem_id", None) for b in app.build_demo(FakeBackend()).blocks.values()}
         assert ("step-paper-tree" in ids) == cpu and ("step-cpu-trees" in ids) == cpu
+
+
+def test_the_oracles_a_reaches_the_engine_from_the_page_and_the_api():
+    class Oracle(FakeBackend):
+        def methods(self, model):
+            return ["baseline", "ngram", "oracle"]
+
+        def stream(self, req):
+            self.options = req.options
+            return super().stream(replace(req, method="ngram"))
+
+    backend = Oracle()
+    list(app.run_single(backend, "hi", "oracle", 4, 0.0, 1.0, 24, 0, "fake-model", False, {}, "English", 0, False,
+                        0.35))
+    assert backend.options == {"a": 0.35}
+    app.api_result(backend, "hi", "oracle", 24, 0.0, 4, 1.0, 0, 0, False, False, 0.9)
+    assert backend.options == {"a": 0.9}
+    app.api_result(backend, "hi", "ngram", 24, 0.0, 4, 1.0, 0, 0, False, False, 0.9)
+    assert backend.options == {}  # other methods take no a
+    with pytest.raises(gr.Error, match="a must be a number from 0.0 to 1.0"):
+        app.validate(backend, "hi", "oracle", 4, 0.0, 1.0, 24, 0, "fake-model", oracle_a=1.5)
