@@ -39,7 +39,8 @@ PACKAGES = ("torch", "transformers", "gradio")
 ROOT = Path(__file__).resolve().parent.parent
 # Modules that only show, explain or store rounds (or train weights): editing them changes no round's content,
 # so they are left out of code_version(). Every other module of specviz/ and specviz/methods/ counts, new ones too.
-VIEWS = ("bench.py", "charts.py", "explain.py", "i18n.py", "presets.py", "production.py", "render.py", "trace.py")
+VIEWS = ("bench.py", "charts.py", "explain.py", "i18n.py", "presets.py", "production.py", "render.py", "sweep.py",
+         "trace.py", "zerogpu.py")
 # The shipped weights and their configs; card.json is left out: `python -m specviz.train card` rewrites its
 # measured tau after a benchmark, which changes no guess.
 WEIGHTS = ("config.json", "*.safetensors")
