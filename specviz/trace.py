@@ -19,6 +19,7 @@ saying which.
 from __future__ import annotations
 
 import dataclasses
+import ast
 import functools
 import hashlib
 import json
@@ -37,10 +38,9 @@ VERSION = 1  # bump when a field changes meaning; additions alone need no bump
 REQUIRED = ("model", "prompt", "runs")
 PACKAGES = ("torch", "transformers", "gradio")
 ROOT = Path(__file__).resolve().parent.parent
-# Modules that only show, explain or store rounds (or train weights): editing them changes no round's content,
-# so they are left out of code_version(). Every other module of specviz/ and specviz/methods/ counts, new ones too.
-VIEWS = ("bench.py", "charts.py", "explain.py", "i18n.py", "presets.py", "production.py", "render.py", "sweep.py",
-         "trace.py", "zerogpu.py")
+# Where rounds are made (engine.generate): this module and every specviz module it imports, at any depth and
+# wherever the import statement stands, decide what rounds contain; views, benchmarks and training do not.
+ENTRY = "specviz/engine.py"
 # The shipped weights and their configs; card.json is left out: `python -m specviz.train card` rewrites its
 # measured tau after a benchmark, which changes no guess.
 WEIGHTS = ("config.json", "*.safetensors")
@@ -82,10 +82,37 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _imported(path: Path, root: Path) -> set[Path]:
+    """The files under root of the specviz modules and packages that a source file imports."""
+    package = path.parent.relative_to(root).parts  # e.g. ("specviz", "methods")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name.split(".") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):  # from .x import y: y may be a module of package x
+            base = list(package[:len(package) + 1 - node.level]) if node.level else []
+            module = base + (node.module.split(".") if node.module else [])
+            names = [module] + [module + [alias.name] for alias in node.names]
+        else:
+            continue
+        for parts in names:
+            if parts and parts[0] == "specviz":
+                found |= {f for f in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py"))
+                          if f.is_file()}
+    return found
+
+
 def source_files(root: Path = ROOT) -> list[Path]:
-    """The files whose bytes code_version() hashes: sources that decide rounds, then shipped weights, sorted."""
-    sources = [p for folder in ("specviz", "specviz/methods") for p in (root / folder).glob("*.py")
-               if p.name not in VIEWS]
+    """The files whose bytes code_version() hashes, sorted: ENTRY and the specviz modules it imports (with the
+    packages' __init__.py files they run), then the shipped weights."""
+    todo, sources = [root / ENTRY], set()
+    while todo:
+        path = todo.pop()
+        if path not in sources:
+            sources.add(path)
+            todo.extend(_imported(path, root))
+    packages = {root / d / "__init__.py" for p in sources for d in p.relative_to(root).parents if d.parts}
+    sources |= {f for f in packages if f.is_file()}
     weights = [p for method in ("draft", "eagle", "medusa") for pattern in WEIGHTS
                for p in (root / "assets" / method).glob(pattern)]
     return sorted(sources) + sorted(weights)

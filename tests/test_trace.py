@@ -47,12 +47,14 @@ def copy_sources(root):
 def test_the_code_version_follows_the_sources_that_decide_rounds(tmp_path):
     roots = [copy_sources(tmp_path / name) for name in ("same", "view", "engine", "weights")]
     hashed = {p.relative_to(roots[0]).as_posix() for p in trace.source_files(roots[0])}
-    assert {"specviz/engine.py", "specviz/verify.py", "specviz/methods/eagle.py"} <= hashed
-    assert not {"specviz/render.py", "specviz/trace.py", "specviz/i18n.py"} & hashed
+    # the engine, what it imports at any depth (thin.py only through models.py), and no view module
+    assert {"specviz/engine.py", "specviz/verify.py", "specviz/methods/eagle.py", "specviz/thin.py"} <= hashed
+    assert not {"specviz/render.py", "specviz/trace.py", "specviz/i18n.py", "specviz/bench.py"} & hashed
     assert {p.relative_to(trace.ROOT).as_posix() for p in trace.source_files()} >= hashed | {
         "assets/eagle/model.safetensors", "assets/eagle/config.json"}
     with open(roots[1] / "specviz" / "render.py", "a") as f:
         f.write("\n# a view module: no round changes\n")
+    (roots[1] / "specviz" / "new_view.py").write_text("from specviz import engine\n")  # imports the engine, not imported
     with open(roots[2] / "specviz" / "engine.py", "a") as f:
         f.write("\n# the engine changed\n")
     (roots[3] / "assets" / "eagle").mkdir(parents=True)
