@@ -6,9 +6,10 @@
 
 Each trace is a side-by-side run of up to four methods (what the Replay tab shows) on one example prompt
 of demos/prompts.jsonl, at the page's 96 new tokens: greedy chat, the spelling fix (copying) and the code fix
-with n-gram and Medusa; the tree methods (EAGLE, Medusa, the draft model) on the JSON prompt; and an n-gram
-chat run sampled at temperature 0.5, top-p 0.9, where rejections and residual resampling happen (seed 2: the
-135M model's sampled answers ramble at 0.7 and 0.8, and on seed 1 at 0.5 too).
+with n-gram and Medusa; the tree methods (EAGLE, Medusa, the draft model) on the JSON prompt; and n-gram on the
+spelling fix sampled at temperature 0.5, top-p 0.9, where most copied guesses are still kept and the rejected
+ones show residual resampling (seed 2; at 0.7 the 135M model's sampled answers ramble, and sampled chat at 0.5
+keeps no n-gram guess at all).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ TRACES = {  # file name -> (prompt category, methods after the baseline, samplin
     "spelling": ("spelling fix", ("ngram", "medusa"), GREEDY, 96),
     "code": ("code fix", ("ngram", "medusa"), GREEDY, 96),
     "eagle": ("to JSON", ("eagle", "medusa", "draft"), GREEDY, 96),
-    "chat_sampling_t0.5": ("chat (the hard case)", ("ngram",), SAMPLED, 96),  # the name ends with the temperature
+    "spelling_sampling_t0.5": ("spelling fix", ("ngram",), SAMPLED, 96),  # the name ends with the temperature
 }
 
 
