@@ -1059,9 +1059,16 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
 
 
 def explain_tab(ui: Page) -> None:
-    ui(gr.Markdown, value=Localized(lambda lang: i18n.text("explain.methods", lang) + "\n\n" + "\n\n".join(
-        explain.method_text(name, lang) for name in explain.METHODS)))
-    ui(gr.Markdown, value=tr("explain.formula"))
+    """The explainer for a class (specviz/howto.py): the causal mask and its diagrams, the rejection rule, the
+    symbols and the speedup, the measured verify costs and their chart, the methods; the switch redraws each."""
+    from specviz import howto
+
+    ui(gr.Markdown, value=Localized(functools.partial(howto.section, "mask")), elem_id="howto-mask")
+    ui(gr.HTML, value=Localized(howto.mask_figures), elem_id="howto-figures")
+    for part in ("exact", "symbols", "cpu"):
+        ui(gr.Markdown, value=Localized(functools.partial(howto.section, part)), elem_id=f"howto-{part}")
+    ui(gr.Plot, value=Localized(howto.verify_cost_figure), show_label=False, elem_id="howto-chart")
+    ui(gr.Markdown, value=Localized(functools.partial(howto.section, "methods")), elem_id="howto-methods")
 
 
 def calculator_tab(ui: Page, language: gr.Radio) -> dict:

@@ -281,11 +281,6 @@ decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, 
     "axis.tokens": "tokens",
     "axis.ms": "ms",
     # --- explanations ---
-    "explain.methods": "### The methods",
-    "explain.formula": "### How much faster? (Leviathan et al., 2023)\nWith per-token acceptance **a**, **k** "
-                       "guesses per round and a guess costing **c** target forwards: E[tokens per round] = "
-                       "(1 − a^(k+1)) / (1 − a), speedup = E / (k·c + 1). Each run fills this in with its measured "
-                       "a, k and c; the **Cost and return** tab lets you change them.",
     "method.baseline": "**Baseline**: plain decoding. One target forward per token; guesses nothing. It is the "
                        "reference for both the speed and the text.",
     "method.ngram": "**N-gram (prompt lookup)**: finds the last few tokens earlier in the prompt or output and "
@@ -411,6 +406,114 @@ at temperature 0; null when sampling, where texts differ by design).
 
 Invalid values raise an error on the client (in English). Requests share one model and run one at a time from a
 bounded queue; a run past the server's time budget ({budget} s) is an error.""",
+    # --- the "How it works" tab (specviz/howto.py) ---
+    "howto.intro": "## How speculative decoding works, in five short parts\nEach part ends with the tab where you "
+                   "can watch it happen on a real model (→ try it). Every symbol is defined where it first appears.",
+    "howto.mask.title": "### 1. Why one forward pass can check k tokens",
+    "howto.mask.text": """A language model reads a row of tokens and, at **every** position, predicts the token that comes next. It does
+all positions at once, in one **forward pass**, and stays honest because of the **causal mask**: each token may
+look at (*attend to*) itself and the tokens before it, never at later ones.
+
+So feed the target model the last context token followed by **k** guessed tokens (here k = 4, a *chain*). The
+prediction made at the last context token is what the target would have written next: compare it with guess 1.
+The prediction made at guess 1 sees only the context and guess 1, exactly as if the target had written guess 1
+itself: compare it with guess 2. And so on. One forward over **k + 1** tokens gives k checks, plus one prediction
+after the last guess: the **bonus token**. The earlier context is not computed again: its keys and values wait in
+the *KV cache*.
+
+A **tree** of guesses (several alternatives at a position) fits in the same single pass: lay its nodes out in a
+row, and give each node a mask that shows it only the context and its own **ancestors** (and the position it would
+have in its own branch). Each branch is then computed as if it were alone. In the pictures, rows are the tokens
+that look (*queries*), columns the tokens they may look at (*keys*); a filled square means "may look".""",
+    "howto.mask.try": "→ try it: the **{step}** tab, one round per click: each round is one such forward. Pick EAGLE "
+                      "or Medusa (or the draft with tree nodes above 1) to see the tree it checked.",
+    "howto.svg.keys": "keys: the tokens it may look at →",
+    "howto.svg.queries": "queries: the token that looks",
+    "howto.svg.chain_title": "A chain of {k} guesses: one forward over {n} tokens (blue rows)",
+    "howto.svg.tree_title": "A tree of {n} guesses and its mask: each node sees its ancestors only",
+    "howto.svg.context_words": "The | cat | sat | on",
+    "howto.svg.chain_words": "the | mat | . | It",
+    "howto.svg.tree_words": "the | a | mat | sofa | rug",
+    "howto.svg.context": "context",
+    "howto.svg.checks": "→ checks {token}",
+    "howto.svg.bonus": "→ bonus token",
+    "howto.svg.cached": "grey: in the KV cache",
+    "howto.svg.legend": "Filled square: the row's token may look at the column's token. Blue rows: the tokens fed to "
+                        "this forward; grey rows: earlier tokens, computed before. On the right: which guess each "
+                        "row's prediction checks.",
+    "howto.exact.title": "### 2. Why the output is exactly the target's",
+    "howto.exact.text": """Write **p(x)** for the target model's probability of token x at this position, and **q(x)** for the draft's
+(the guesser's) probability, the one it drew its guess x from. (Papers differ on which letter is which; here p is
+always the target.)
+- **Keep** the guess x with chance **min(1, p(x) / q(x))**: always when the target likes x at least as much as the
+  draft did, less often the more the draft overrated it.
+- If it is **rejected**, draw the replacement from the **residual** **norm(max(0, p − q))**: subtract q from p, set
+  the negative entries to 0 and divide by their sum, so that they add up to 1. It holds the tokens the draft
+  *under*rated.
+
+A token x then comes out with chance q(x) · min(1, p(x) / q(x)) = min(p(x), q(x)) by being guessed and kept, plus
+the rest, p(x) − min(p(x), q(x)), as a replacement: exactly **p(x)**. The text follows the target's own
+distribution however bad the guesser is; a bad guesser only costs speed.
+
+At **temperature 0** (greedy decoding) the target puts all its probability on its top token, so the rule becomes:
+**keep the guess if it is the target's top token**; otherwise the replacement is the target's top token.""",
+    "howto.exact.example": "**A worked example**, with a vocabulary of three tokens. A row says what happens when the "
+                           "draft guesses that token:",
+    "howto.exact.tokens": "sun | rain | snow",
+    "howto.exact.headers": "token | p: target | q: draft | keep chance min(1, p/q) | guessed and kept: min(p, q) | "
+                           "max(0, p − q) | residual | comes out",
+    "howto.exact.after": "Averaged over what the draft guesses (each token with chance q), the guess is kept with "
+                         "chance **a** = the sum of min(p, q) = **{a}**, and rejected with chance 1 − a = {reject}; "
+                         "then the residual picks the replacement. So each token comes out with chance min(p, q) + (1 − a) · residual: the last "
+                         "column, which equals p in every row.",
+    "howto.exact.try": "→ try it: set the temperature above 0, pick the **draft** method, and open the **{step}** "
+                       "tab or the round inspector of the **{live}** tab: the token table's column "
+                       "*{column}* is this keep chance for every guess, and the narration says when a replacement "
+                       "came from the residual.",
+    "howto.symbols.title": "### 3. What tau, a, k, c and the verify cost are",
+    "howto.symbols.text": """- **k**: guesses per round (the length of the chain, or the depth of the tree).
+- **a**: the chance that a guess is kept, the *acceptance rate* (0.70 in the example above).
+- **tau**: new tokens per target forward, bonus included. 1.0 is plain decoding. It does not depend on the hardware.
+- **c**: what making one guess costs, as a share of one target forward (here: about 0.27 for the 8-layer draft
+  model, about 0 for n-gram lookup).
+- **c_v(n)**: what one target forward over n new tokens costs, relative to a forward over one (c_v(1) = 1). A
+  round's verify reads k + 1 tokens.
+
+A round keeps guess 1 with chance a, guesses 1 and 2 with chance a², and so on, and always adds the bonus token.
+So when every guess is kept with the same chance a, a round yields on average (and a chain's tau comes out at)
+
+**E = 1 + a + a² + … + a^k = (1 − a^(k+1)) / (1 − a)** tokens.
+
+A round costs k guesses and one verify, k·c + c_v(k + 1), where plain decoding pays 1 per token, so
+
+**speedup ≈ E / (c_v(k + 1) + k·c)**""",
+    "howto.symbols.example": "**For example** a = {a}, k = {k}, c = {c}: E = **{e}** tokens per round. Where a verify "
+                             "costs what one token does (c_v = 1, about true on a GPU): speedup ≈ {e} / (1 + {kc}) = "
+                             "**{gpu}×**. On the 2-core CPU, where c_v({k1}) = {cv} (part 4): {e} / ({cv} + {kc}) = "
+                             "**{cpu}×**.",
+    "howto.symbols.try": "→ try it: the **{calc}** tab computes E and the speedup for any a, k and c, prefilled from "
+                         "your runs. Like the paper, it takes c_v = 1.",
+    "howto.cpu.title": "### 4. Why a CPU shows less speedup than a GPU",
+    "howto.cpu.text": "A GPU can do far more arithmetic than its memory can feed, so for a few tokens it waits on "
+                      "reading the weights (*memory-bound*) and a forward over 5 tokens costs about what one costs; "
+                      "this 2-core CPU runs out of arithmetic first (*compute-bound*), so every extra token makes the "
+                      "forward longer. Measured:",
+    "howto.cpu.headers": "n: new tokens in one forward | ms on the 2-core CPU | c_v(n) on the CPU",
+    "howto.cpu.source": "*The embedded model in float32 with 300 tokens in its cache, on 2 cores of an AMD EPYC "
+                        "(2 threads), medians of 15 runs, measured {date}. On an NVIDIA H200 (docs/perf.md, "
+                        "{gpu_date}) a forward over {gpu_n} tokens cost about as much as over one: c_v ≈ 1.*",
+    "howto.cpu.after": "So on this CPU a round of k = 3 guesses (a forward over 4 tokens) must yield tau ≈ **{need}** "
+                       "just to break even, even when guessing is free; on the GPU, with free guesses, any tau above 1 is "
+                       "a gain. "
+                       "That is why free guesses (n-gram lookup) on answers that copy the prompt are what pays here.",
+    "howto.cpu.try": "→ try it: the status line of the **{live}** tab gives tau first, then the measured speedup "
+                     "(and, below 1×, why); the README's section \"What to expect on a CPU\" says more.",
+    "howto.chart.title": "A forward over n new tokens, relative to one token: c_v(n)",
+    "howto.chart.x": "n: new tokens in one forward",
+    "howto.chart.y": "c_v(n)",
+    "howto.chart.cpu": "2-core CPU, measured {date}",
+    "howto.chart.gpu": "H200: about 1 (measured at n = {n}, {date})",
+    "howto.methods.title": "### 5. The methods",
 }
 
 ZH = {
@@ -642,8 +745,6 @@ ZH = {
     "axis.tokens": "token 数",
     "axis.ms": "毫秒",
     # --- explanations ---
-    "explain.methods": "### 各种方法",
-    "explain.formula": "### 能快多少？（Leviathan 等，2023）\n设每个 token 的接受率为 **a**，每轮猜测 **k** 个，每个猜测的成本为目标模型前向计算的 **c** 倍：E[每轮 token 数] = (1 − a^(k+1)) / (1 − a)，加速比 = E / (k·c + 1)。每次运行都会用实测的 a、k、c 代入这个公式；在“**成本与收益**”标签页中可以修改它们。",
     "method.baseline": "**基线（baseline）**：普通解码。每个 token 做一次目标模型前向计算，不做任何猜测。它是速度和文本两方面的参照。",
     "method.ngram": "**N-gram（提示词查找）**：在提示词或已生成的输出中找到与最后几个 token 相同的片段，并猜测当时跟在后面的内容会再次出现。*训练*：无。*运行*：一次字符串查找，几乎没有成本。当回答复制输入时（摘要、代码修改、重复内容）效果最好；在开放式聊天中猜得很少。它没有草稿概率：它的猜测被视为确定的（草稿概率为 1）。",
     "method.draft": "**草稿模型（draft）**：一个使用相同分词器的小语言模型逐个写出 k 个 token；目标模型在一次前向计算中验证全部猜测。树节点数大于 1 时，它改为生长一棵由最佳猜测组成的树，每层一次小的前向计算（GPU 上的默认做法）。*训练*：如果已有小的同系列模型则无需训练，否则需要蒸馏一个。*运行*：内存中多一个模型，每轮多 k 次小的前向计算。",
@@ -744,6 +845,86 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`acceptance_by_posi
 
 无效的值会在客户端引发错误（英文）。所有请求共用一个模型，从有上限的队列中逐个运行；超过服务器时间预算（{budget} 秒）的
 运行会报错。""",
+    # --- “原理”标签页（specviz/howto.py） ---
+    "howto.intro": "## 推测解码的原理：五个简短部分\n每部分最后都指向一个标签页，可以在真实模型上亲眼看到它（→ 动手试试）。"
+                   "每个符号在第一次出现的地方给出定义。",
+    "howto.mask.title": "### 1. 为什么一次前向计算能验证 k 个 token",
+    "howto.mask.text": """语言模型读入一行 token，并在**每一个**位置上预测下一个 token。所有位置在**一次前向计算**中同时完成；它之所以不会“偷看”，靠的是**因果掩码**：每个 token 只能关注（*attend*）它自己和它之前的 token，永远看不到后面的 token。
+
+因此，把上文的最后一个 token 加上 **k** 个猜测的 token（这里 k = 4，一条*链*）一起送进目标模型。在上文最后一个 token 处做出的预测，就是目标模型接下来本来会写的内容：拿它和猜测 1 比较。在猜测 1 处做出的预测只看得到上文和猜测 1，与目标模型自己写出猜测 1 之后的情形完全一样：拿它和猜测 2 比较。依此类推。一次对 **k + 1** 个 token 的前向计算给出 k 次验证，外加最后一个猜测之后的一个预测：**奖励 token**。更早的上文不需要重新计算：它们的键和值保存在 *KV 缓存*中。
+
+一棵猜测**树**（同一位置上有几个备选）也能放进同一次前向计算：把树的节点排成一行，并给每个节点一个掩码，只让它看到上文和它自己的**祖先**（再给它在自己分支中应有的位置编号）。这样每个分支的计算结果都与它单独计算时相同。图中每一行是“看”的 token（*query*），每一列是它可以看的 token（*key*）；填色的方格表示“可以看”。""",
+    "howto.mask.try": "→ 动手试试：**{step}** 标签页，每点一次显示一轮：每一轮就是这样一次前向计算。选择 EAGLE 或 "
+                      "Medusa（或树节点数大于 1 的草稿模型）即可看到它验证的那棵树。",
+    "howto.svg.keys": "key：可以被看的 token →",
+    "howto.svg.queries": "query：正在看的 token",
+    "howto.svg.chain_title": "{k} 个猜测组成的链：一次对 {n} 个 token 的前向计算（蓝色行）",
+    "howto.svg.tree_title": "{n} 个猜测组成的树及其掩码：每个节点只看得到它的祖先",
+    "howto.svg.context_words": "小 | 猫 | 坐 | 在",
+    "howto.svg.chain_words": "垫 | 子 | 上 | 。",
+    "howto.svg.tree_words": "垫 | 椅 | 子 | 上 | 子",
+    "howto.svg.context": "上文",
+    "howto.svg.checks": "→ 验证 {token}",
+    "howto.svg.bonus": "→ 奖励 token",
+    "howto.svg.cached": "灰色：已在 KV 缓存中",
+    "howto.svg.legend": "填色方格：该行的 token 可以看该列的 token。蓝色行：这次前向计算输入的 token；灰色行：之前已算过的 "
+                        "token。右侧：每一行的预测验证的是哪个猜测。",
+    "howto.exact.title": "### 2. 为什么输出与目标模型的完全一样",
+    "howto.exact.text": """记 **p(x)** 为目标模型在这个位置给 token x 的概率，**q(x)** 为草稿（猜测器）给它的概率，也就是它抽出猜测 x 时所用的分布。（不同论文对这两个字母的用法相反；这里 p 始终指目标模型。）
+- 以概率 **min(1, p(x) / q(x))** **保留**猜测 x：如果目标模型对 x 的喜爱不低于草稿，就一定保留；草稿把 x 估计得越高，保留的机会就越小。
+- 如果它被**拒绝**，就从**残差分布** **norm(max(0, p − q))** 中抽取替代 token：用 p 减去 q，把负数置为 0，再除以总和，使它们加起来等于 1。残差分布里是草稿*低估*了的那些 token。
+
+于是 token x 被输出的概率是：被猜中并保留的 q(x) · min(1, p(x) / q(x)) = min(p(x), q(x))，加上作为替代 token 的剩余部分 p(x) − min(p(x), q(x))，合起来恰好是 **p(x)**。无论猜测器多差，文本都服从目标模型自己的分布；差的猜测器只会拖慢速度。
+
+在**温度 0**（贪心解码）时，目标模型把全部概率放在它的首选 token 上，规则就变成：**猜测是目标模型的首选 token 就保留**；否则替代 token 就是目标模型的首选 token。""",
+    "howto.exact.example": "**一个算例**，词表只有三个 token。每一行表示草稿猜的是这个 token 时会发生什么：",
+    "howto.exact.tokens": "晴 | 雨 | 雪",
+    "howto.exact.headers": "token | p：目标模型 | q：草稿 | 保留概率 min(1, p/q) | 猜中并保留：min(p, q) | "
+                           "max(0, p − q) | 残差分布 | 最终输出概率",
+    "howto.exact.after": "按草稿猜各个 token 的概率 q 平均，猜测被保留的概率是 **a** = min(p, q) 之和 = **{a}**，被拒绝的概率是 "
+                         "1 − a = {reject}；被拒绝时由残差分布挑出替代 token。所以每个 token 的输出概率是 "
+                         "min(p, q) + (1 − a) · 残差：即最后一列，每一行都等于 p。",
+    "howto.exact.try": "→ 动手试试：把温度设为大于 0，选择 **draft** 方法，打开 **{step}** 标签页或 **{live}** "
+                       "标签页的单轮检查：token 表中的 *{column}* 一列就是每个猜测的保留概率，讲解文字会说明替代 token "
+                       "何时来自残差分布。",
+    "howto.symbols.title": "### 3. tau、a、k、c 和验证开销是什么",
+    "howto.symbols.text": """- **k**：每轮的猜测数（链的长度，或树的深度）。
+- **a**：一个猜测被保留的概率，即*接受率*（上面的算例中是 0.70）。
+- **tau**：每次目标模型前向计算新增的 token 数，含奖励 token。1.0 就是普通解码。它与硬件无关。
+- **c**：做出一个猜测的开销，以一次目标模型前向计算为单位（这里：8 层的草稿模型约 0.27，n-gram 查找约 0）。
+- **c_v(n)**：一次对 n 个新 token 的目标模型前向计算的开销，相对于只算一个 token 的前向计算（c_v(1) = 1）。每轮的验证读入 k + 1 个 token。
+
+一轮以概率 a 保留猜测 1，以概率 a² 保留猜测 1 和 2，依此类推，并且总会加上奖励 token。所以当每个猜测都以相同的概率 a 被保留时，一轮平均产出（链式猜测的 tau 的期望值）
+
+**E = 1 + a + a² + … + a^k = (1 − a^(k+1)) / (1 − a)** 个 token。
+
+一轮的开销是 k 次猜测加一次验证，即 k·c + c_v(k + 1)，而普通解码每个 token 花 1，所以
+
+**加速比 ≈ E / (c_v(k + 1) + k·c)**""",
+    "howto.symbols.example": "**例如** a = {a}，k = {k}，c = {c}：每轮 E = **{e}** 个 token。如果一次验证只花一个 token "
+                             "的开销（c_v = 1，在 GPU 上大致如此）：加速比 ≈ {e} / (1 + {kc}) = **{gpu}×**。在这台 2 核 "
+                             "CPU 上，c_v({k1}) = {cv}（见第 4 部分）：{e} / ({cv} + {kc}) = **{cpu}×**。",
+    "howto.symbols.try": "→ 动手试试：**{calc}** 标签页可以对任意 a、k、c 计算 E 和加速比，并用你的运行结果预填。"
+                         "与论文一样，它取 c_v = 1。",
+    "howto.cpu.title": "### 4. 为什么 CPU 上的加速比比 GPU 上小",
+    "howto.cpu.text": "GPU 的算力远超内存的供给速度，所以只算几个 token 时它是在等待读取权重（*受内存带宽限制*），"
+                      "对 5 个 token 的前向计算与只算一个 token 的开销差不多；这台 2 核 CPU 则先耗尽算力（*受算力限制*），"
+                      "每多一个 token，前向计算就更久。实测：",
+    "howto.cpu.headers": "n：一次前向计算中的新 token 数 | 2 核 CPU 上的毫秒数 | CPU 上的 c_v(n)",
+    "howto.cpu.source": "*内置模型，float32，缓存中已有 300 个 token，在 AMD EPYC 的 2 个核上（2 个线程），15 次的中位数，"
+                        "测于 {date}。在 NVIDIA H200 上（docs/perf.md，{gpu_date}），对 {gpu_n} 个 token 的前向计算"
+                        "与只算一个 token 的开销相当：c_v ≈ 1。*",
+    "howto.cpu.after": "因此在这台 CPU 上，k = 3 个猜测的一轮（一次对 4 个 token 的前向计算）要达到 tau ≈ **{need}** "
+                       "才能持平，即使猜测不花任何时间；在 GPU 上，只要猜测不花时间，tau 超过 1 就是收益。这就是为什么在这里划算的是"
+                       "免费的猜测（n-gram 查找）加上复制提示词的回答。",
+    "howto.cpu.try": "→ 动手试试：**{live}** 标签页的状态行先给出 tau，再给出实测加速比（低于 1× 时还会说明原因）；"
+                     "README 中“What to expect on a CPU”一节有更多说明。",
+    "howto.chart.title": "对 n 个新 token 的一次前向计算，相对于一个 token 的开销：c_v(n)",
+    "howto.chart.x": "n：一次前向计算中的新 token 数",
+    "howto.chart.y": "c_v(n)（相对开销）",
+    "howto.chart.cpu": "2 核 CPU，测于 {date}",
+    "howto.chart.gpu": "H200：约为 1（在 n = {n} 时测得，{date}）",
+    "howto.methods.title": "### 5. 各种方法",
 }
 
 
