@@ -68,8 +68,11 @@ def side_by_side(page, methods: list[str], timeout_s: float) -> None:
 
 
 def live_run(page, timeout_s: float) -> None:
+    """Run the live tab and wait for this run's speedup (not the one a previous run left in the status)."""
     open_tab(page, "Live run")
     page.locator("#run-button").click()
+    page.wait_for_function("() => !(document.querySelector('#run-status')?.innerText || '').includes(\"the baseline's speed\")",
+                           timeout=timeout_s * 1000)
     wait_for_text(page, "#run-status", "the baseline's speed", timeout_s)
 
 

@@ -104,6 +104,8 @@ def test_the_page_opens_on_an_example_whose_first_run_shows_the_point(page: Page
     page.locator("#run-button").click()
     page.wait_for_function("() => !(document.querySelector('#lossless')?.innerText || '').trim()"
                            " && !(document.querySelector('#formula')?.innerText || '').trim()", timeout=60_000)
+    page.wait_for_function("() => !(document.querySelector('#run-status')?.innerText || '').includes(\"the baseline's speed\")",
+                           timeout=60_000)
     wait_for_text(page, "#run-status", "the baseline's speed", TIMEOUT_S)
     expect(page.locator("#lossless")).to_contain_text("Identical to the baseline")
 
@@ -123,7 +125,7 @@ def test_side_by_side_streams_columns_and_summarises(page: Page, shots: Path):
     choose_methods(page, ["baseline", "ngram", "draft", "medusa", "eagle"])  # one more than fits
     expect(page.locator("#compare-status")).to_contain_text("At most 4 methods")
     expect(page.locator("#compare-methods input[type=checkbox]:checked")).to_have_count(4)
-    assert boxes.count() == 5
+    assert boxes.count() >= 5
     side_by_side(page, ["baseline", "ngram"], TIMEOUT_S)
     summary = page.locator("#compare-summary")
     expect(summary).to_contain_text("identical to baseline")
