@@ -188,6 +188,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--compare-hf", action="store_true",
                         help="add transformers generate() rows: hf_greedy, hf_prompt_lookup, hf_assisted (with the draft)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--sweep", default=None, metavar="PARAM=VALUES",
+                        help="run the one method of --methods over a range instead: k=1..8 (chain length, for chain "
+                             "methods such as ngram or draft) or nodes=1,2,4,8 (tree size: eagle, medusa, draft), "
+                             "beside the formula's prediction with the verify cost measured here (docs/sweep.md)")
+    parser.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                        help="with --sweep: write its figure here (.html; .png needs the kaleido package)")
     return parser.parse_args(argv)
 
 
@@ -205,8 +211,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def bench_from_args(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .methods import METHODS, REGISTRY
-    from .models import load_target, random_target
+    from .methods import METHODS
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -224,26 +229,15 @@ def bench_from_args(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; known methods: {', '.join(METHODS)}")
     runs, samplings = {}, {}
-    run_keys = {f.name for f in fields(RunConfig)}  # k, adaptive_k, fallback_threshold, ...
     for spec, (name, options) in parsed.items():
-        known = set(inspect.signature(REGISTRY[name].make).parameters) - {"target", "sampling"}
-        unknown_options = sorted(set(options) - known - run_keys - set(TYPICAL_KEYS))
-        if unknown_options:
-            raise ValueError(f"method {name!r} has no option {unknown_options[0]!r}; "
-                             f"its options: {', '.join(sorted(known))}, RunConfig's: {', '.join(sorted(run_keys))}, "
-                             f"and {', '.join(TYPICAL_KEYS)}")
-        runs[spec] = replace(run, **{key: options.pop(key) for key in list(options) if key in run_keys})
-        runs[spec].validate()
-        samplings[spec] = replace(sampling, **{key: options.pop(key) for key in TYPICAL_KEYS if key in options})
-        if samplings[spec].typical not in (0, 1):
-            raise ValueError(f"{spec!r}: typical must be 0 or 1, got {samplings[spec].typical!r}")
-        samplings[spec] = replace(samplings[spec], typical=bool(samplings[spec].typical))
-        samplings[spec].validate()
+        runs[spec], samplings[spec] = resolve_spec(spec, name, options, run, sampling)
     if args.random_init and not args.model:
         raise ValueError("--random-init needs --model FOLDER (a config.json and a tokenizer)")
-    dtype = DTYPES[args.dtype]
-    target = random_target(args.model, dtype=dtype) if args.random_init else load_target(args.model, dtype=dtype)
-    draft = {"draft": load_target(args.draft)} if args.draft else {}
+    if args.sweep:
+        return sweep_from_args(args, parsed, runs, samplings, prompts)
+    if args.plot:
+        raise ValueError("--plot draws a sweep's figure: it needs --sweep")
+    target, draft = load_models(args)
     runners = {spec: engine_runner(target, name, runs[spec], samplings[spec],
                                    {**(draft if name == "draft" else {}), **options})
                for spec, (name, options) in parsed.items()}
@@ -262,6 +256,104 @@ def bench_from_args(args: argparse.Namespace) -> int:
                   "threads": torch.get_num_threads(), "prompts": str(args.prompts), "methods": results}
         args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
+
+
+def resolve_spec(spec: str, name: str, options: dict[str, Any], run: RunConfig,
+                 sampling: SamplingConfig) -> tuple[RunConfig, SamplingConfig]:
+    """Check a method's options and move RunConfig's and typical acceptance's out of `options` (in place)
+    into the spec's own run and sampling settings."""
+    from .methods import REGISTRY
+
+    run_keys = {f.name for f in fields(RunConfig)}  # k, adaptive_k, fallback_threshold, ...
+    known = set(inspect.signature(REGISTRY[name].make).parameters) - {"target", "sampling"}
+    unknown_options = sorted(set(options) - known - run_keys - set(TYPICAL_KEYS))
+    if unknown_options:
+        raise ValueError(f"method {name!r} has no option {unknown_options[0]!r}; "
+                         f"its options: {', '.join(sorted(known))}, RunConfig's: {', '.join(sorted(run_keys))}, "
+                         f"and {', '.join(TYPICAL_KEYS)}")
+    run = replace(run, **{key: options.pop(key) for key in list(options) if key in run_keys})
+    run.validate()
+    sampling = replace(sampling, **{key: options.pop(key) for key in TYPICAL_KEYS if key in options})
+    if sampling.typical not in (0, 1):
+        raise ValueError(f"{spec!r}: typical must be 0 or 1, got {sampling.typical!r}")
+    sampling = replace(sampling, typical=bool(sampling.typical))
+    sampling.validate()
+    return run, sampling
+
+
+def load_models(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The target as --model, --dtype and --random-init say, and {"draft": the --draft model} when given."""
+    from .models import load_target, random_target
+
+    dtype = DTYPES[args.dtype]
+    target = random_target(args.model, dtype=dtype) if args.random_init else load_target(args.model, dtype=dtype)
+    return target, ({"draft": load_target(args.draft)} if args.draft else {})
+
+
+def sweep_from_args(args: argparse.Namespace, parsed: dict[str, tuple[str, dict[str, Any]]],
+                    runs: dict[str, RunConfig], samplings: dict[str, SamplingConfig], prompts: list[dict[str, str]]) -> int:
+    """--sweep: the one method of --methods over the swept values; a table, and JSON / a figure when asked."""
+    from tqdm import tqdm
+
+    from .methods import REGISTRY
+    from .sweep import format_sweep_table, parse_sweep, run_sweep, sweep_figure, verify_cost
+
+    sweep = parse_sweep(args.sweep)
+    specs = [spec for spec in parsed if spec != "baseline"]
+    if len(specs) != 1:
+        raise ValueError(f"--sweep runs one method against the baseline: name exactly one in --methods, got {len(specs)}")
+    if args.compare_hf:
+        raise ValueError("--compare-hf adds whole methods to a benchmark; a sweep has none to compare")
+    spec = specs[0]
+    name, options = parsed[spec]
+    if sweep.param in parse_spec(spec)[1]:
+        raise ValueError(f"{sweep.param} is swept: do not also set it in {spec!r}")
+    if sweep.param == "k":
+        for value in sweep.values:
+            replace(runs[spec], k=value).validate()
+    elif "nodes" not in inspect.signature(REGISTRY[name].make).parameters:
+        raise ValueError(f"method {name!r} has no tree size to sweep; nodes can be swept for "
+                         + ", ".join(n for n, m in REGISTRY.items() if "nodes" in inspect.signature(m.make).parameters))
+    if args.plot:
+        check_plot_path(args.plot)
+    target, draft = load_models(args)
+    options = {**(draft if name == "draft" else {}), **options}
+    costs = verify_cost(target, [sweep.verify_tokens(v) for v in sweep.values], chain=sweep.param == "k")
+    total = 2 + len(prompts) * (1 + len(sweep.values))
+    with tqdm(total=total, desc=f"sweep {sweep.param}", unit="run", file=sys.stderr) as progress:
+        rows = run_sweep(target, name, [p["prompt"] for p in prompts], sweep, runs[spec], samplings[spec], options,
+                         costs, progress=progress.update)
+    print(format_sweep_table(rows))
+    print("\nc_v(n), a verify forward over n new tokens / over 1, on a 256-token cache: "
+          + ", ".join(f"{n}: {c:.2f}" for n, c in costs.items()))
+    if args.out:
+        report = {"model": target.name, "device": describe_device(target.device), "dtype": str(target.dtype),
+                  "method": spec, "param": sweep.param, "values": list(sweep.values),
+                  "max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "k": runs[spec].k,
+                  "threads": torch.get_num_threads(), "prompts": str(args.prompts), "n_prompts": len(prompts),
+                  "verify_context": 256, "verify_cost": {str(n): c for n, c in costs.items()}, "rows": rows}
+        args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if args.plot:
+        fig = sweep_figure(rows, costs, method=spec)
+        if args.plot.suffix.lower() == ".html":
+            fig.write_html(args.plot, include_plotlyjs="cdn")  # a small file; plotly.js comes from its CDN
+        else:
+            fig.write_image(args.plot)
+    return 0
+
+
+def check_plot_path(path: Path) -> None:
+    """--plot FILE: .html always works; an image format needs plotly's kaleido package."""
+    suffix = path.suffix.lower()
+    if suffix == ".html":
+        return
+    if suffix not in (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp"):
+        raise ValueError(f"--plot {path}: write .html (or .png, .svg, .pdf with kaleido installed)")
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        raise ValueError(f"--plot {path}: images need the kaleido package, which is not installed; "
+                         f"write .html instead") from None
 
 
 def hf_runners(target, run: RunConfig, sampling: SamplingConfig, draft_options: dict[str, Any]) -> dict[str, Runner]:
