@@ -11,13 +11,14 @@ functions below, so what the README shows is what the test checks.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-PROMPT = "Write the word hello twenty times."
+PROMPT = json.loads((ROOT / "demos" / "prompts.jsonl").read_text(encoding="utf-8").splitlines()[0])["prompt"]  # the page's own
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "assets" / "side_by_side.png")
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--methods", default="baseline,ngram", help="two to four, comma-separated")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--width", type=int, default=VIEWPORT["width"])
     parser.add_argument("--all", action="store_true", help="also the other views, beside --out")
     parser.add_argument("--trace", default="eagle", help="the demo trace --all replays")

@@ -514,6 +514,17 @@ A round costs k guesses and one verify, k·c + c_v(k + 1), where plain decoding 
     "howto.chart.cpu": "2-core CPU, measured {date}",
     "howto.chart.gpu": "H200: about 1 (measured at n = {n}, {date})",
     "howto.methods.title": "### 5. The methods",
+    "sweep.title": "Measured sweep: {method}",
+    "sweep.tau": "Tokens per target forward (tau)",
+    "sweep.speedup": "Speedup over plain decoding",
+    "sweep.cost": "Verify cost c_v(n)",
+    "sweep.axis.k": "k (guesses per round)",
+    "sweep.axis.nodes": "tree nodes",
+    "sweep.axis.n": "new tokens n in one forward",
+    "sweep.axis.cost": "time / time of 1 token",
+    "sweep.measured": "measured",
+    "sweep.predicted": "predicted (k as set)",
+    "sweep.as_guessed": "predicted (as guessed)",
 }
 
 ZH = {
@@ -925,6 +936,17 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`acceptance_by_posi
     "howto.chart.cpu": "2 核 CPU，测于 {date}",
     "howto.chart.gpu": "H200：约为 1（在 n = {n} 时测得，{date}）",
     "howto.methods.title": "### 5. 各种方法",
+    "sweep.title": "实测扫描：{method}",
+    "sweep.tau": "每次目标模型前向的 token 数（tau）",
+    "sweep.speedup": "相对普通解码的加速比",
+    "sweep.cost": "验证代价 c_v(n)",
+    "sweep.axis.k": "k（每轮猜测数）",
+    "sweep.axis.nodes": "树节点数",
+    "sweep.axis.n": "一次前向中的新 token 数 n",
+    "sweep.axis.cost": "耗时 / 1 个 token 的耗时",
+    "sweep.measured": "实测",
+    "sweep.predicted": "预测（按设定的 k）",
+    "sweep.as_guessed": "预测（按实际猜测）",
 }
 
 

@@ -290,26 +290,10 @@ def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-# English for now; the keys are ready for specviz.i18n, which is used when it knows them.
-ENGLISH = {
-    "sweep.title": "Measured sweep: {method}",
-    "sweep.tau": "Tokens per target forward (tau)",
-    "sweep.speedup": "Speedup over plain decoding",
-    "sweep.cost": "Verify cost c_v(n)",
-    "sweep.axis.k": "k (guesses per round)",
-    "sweep.axis.nodes": "tree nodes",
-    "sweep.axis.n": "new tokens n in one forward",
-    "sweep.axis.cost": "time / time of 1 token",
-    "sweep.measured": "measured",
-    "sweep.predicted": "predicted (k as set)",
-    "sweep.as_guessed": "predicted (as guessed)",
-}
-
-
 def _t(key: str, lang: str, **values: Any) -> str:
-    from specviz.i18n import has, text
+    from specviz.i18n import text
 
-    return text(key, lang, **values) if has(key) else ENGLISH[key].format(**values)
+    return text(key, lang, **values)
 
 
 def sweep_figure(rows: list[dict[str, Any]], costs: dict[int, float], lang: str = "en", method: str = ""):
