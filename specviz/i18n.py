@@ -18,7 +18,8 @@ EN = {
     "intro": """# specviz: speculative decoding, round by round
 A cheap guesser proposes a few tokens; the big **target** model checks them all in **one** forward pass,
 keeps the longest run it agrees with, and adds one token of its own (the **bonus**). Same text as plain
-decoding (at temperature 0), fewer target forwards. Pick a prompt and a method, then press **Run**.""",
+decoding (at temperature 0), fewer target forwards: **tau**, the new tokens per target forward (bonus included),
+says how many fewer. Pick a prompt and a method, then press **Run**.""",
     "tab.live": "Live run",
     "tab.compare": "Side by side",
     "tab.step": "Step by step (classroom)",
@@ -532,7 +533,7 @@ ZH = {
     "intro": """# specviz：推测解码，一轮一轮地看
 一个廉价的猜测器先提出几个 token；大的**目标模型**在**一次**前向计算中验证全部猜测，
 保留它认可的最长一段，再自己添加一个 token（**奖励 token**）。在温度 0 时生成的文本与普通解码完全相同，
-但目标模型的前向计算次数更少。选择一个提示词和一种方法，然后点击 **运行**。""",
+但目标模型的前向计算次数更少：**tau**，即每次目标模型前向新增的 token 数（含奖励 token），表示少了多少。选择一个提示词和一种方法，然后点击 **运行**。""",
     "tab.live": "实时运行",
     "tab.compare": "并排比较",
     "tab.step": "逐轮讲解（课堂）",
