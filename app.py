@@ -277,6 +277,11 @@ def on_cpu() -> bool:
     return not torch.cuda.is_available()
 
 
+def cpu_slope() -> float:
+    """How much each further verified token adds to the verify cost here: measured on the 2-core CPU, ~0 on a GPU."""
+    return explain.VERIFY_SLOPE_CPU if on_cpu() else 0.0
+
+
 def headline(rounds: list[Round], speedup: Optional[float], lang: str = "en") -> str:
     """A run's result, hardware-independent first: "96 tokens in 28 target forwards (tau 3.43)", then the
     measured speedup, with one line on why when a CPU made it below 1x."""
@@ -394,7 +399,7 @@ def live_checks(rounds: list[Round], base: Optional[list[Round]], lang: str) -> 
                 else render.lossless_markdown(rounds, base, greedy_run(rounds), lang) if base
                 else i18n.text("lossless.tick", lang))
     speedup = speedup_of(rounds, base) if method != "baseline" else None
-    return lossless, explain.formula_markdown(rounds, speedup, lang)
+    return lossless, explain.formula_markdown(rounds, speedup, lang, base, cpu_slope())
 
 
 def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]], refresh: bool,
@@ -686,7 +691,7 @@ def replay_step(runs: Optional[dict], label: Optional[str], language: str = "Eng
 
 # --- the cost and return calculator -----------------------------------------------------------------
 
-CALC_FIELDS = ("c", "a", "k", "verify_share", "extra_mb", "target_mb")  # explain.CostInputs, in slider order
+CALC_FIELDS = ("c", "a", "k", "verify_share", "extra_mb", "target_mb", "verify_base", "verify_slope")  # CostInputs' order
 
 
 def note_runs(sources: Optional[dict], runs: Optional[dict], model: Optional[str], where: str,
@@ -700,7 +705,7 @@ def note_runs(sources: Optional[dict], runs: Optional[dict], model: Optional[str
     base = runs.get("baseline")
     number = len(sources or {}) + 1
     new = {i18n.text("calc.source.label", lang, n=number, where=i18n.text(f"calc.where.{where}", lang),
-                     method=label): {"method": label, "costs": explain.run_costs(rounds, base, model or "")}
+                     method=label): {"method": label, "costs": explain.run_costs(rounds, base, model or "", cpu_slope())}
            for label, rounds in runs.items()}
     merged = dict(list({**new, **(sources or {})}.items())[:12])
     pick = next((name for name, v in new.items() if v["method"] != "baseline"), next(iter(new)))
@@ -714,12 +719,13 @@ def live_runs(rounds: Optional[list[Round]], base: Optional[list[Round]]) -> dic
     return {rounds[0].method: rounds} | ({"baseline": base} if base and rounds[0].method != "baseline" else {})
 
 
-def calculator(c: Any, a: Any, k: Any, verify_share: Any, extra_mb: Any, target_mb: Any,
-               language: str = "English") -> tuple[str, Any]:
-    """The result and the speedup map of the calculator's six values (CALC_FIELDS order)."""
+def calculator(c: Any, a: Any, k: Any, verify_share: Any, extra_mb: Any, target_mb: Any, verify_base: Any = 1.0,
+               verify_slope: Any = 0.0, language: str = "English") -> tuple[str, Any]:
+    """The result and the speedup map of the calculator's values (CALC_FIELDS order)."""
     lang = i18n.code(language)
     try:
-        cost = explain.CostInputs(float(c), float(a), int(k), float(verify_share), float(extra_mb), float(target_mb))
+        cost = explain.CostInputs(float(c), float(a), int(k), float(verify_share), float(extra_mb), float(target_mb),
+                                  float(verify_base), float(verify_slope))
     except (TypeError, ValueError):
         raise error("err.calc", lang) from None
     return explain.calculator_markdown(cost, lang), charts.speedup_map(cost, lang)
@@ -1088,7 +1094,12 @@ def calculator_tab(ui: Page, language: gr.Radio) -> dict:
         share = ui(gr.Slider, 0.05, 1, value=start.verify_share, step=0.01, label=tr("calc.field.verify_share"))
         extra = ui(gr.Number, start.extra_mb, minimum=0, label=tr("calc.field.extra_mb"), elem_id="calc-extra")
         target = ui(gr.Number, start.target_mb, minimum=1, label=tr("calc.field.target_mb"))
-    values = [cost, acceptance, k, share, extra, target]
+    with gr.Row():
+        v_base = ui(gr.Slider, 1, 6, value=start.verify_base, step=0.05, label=tr("calc.field.verify_base"),
+                    elem_id="calc-verify-base")
+        v_slope = ui(gr.Slider, 0, 0.3, value=start.verify_slope, step=0.005, label=tr("calc.field.verify_slope"),
+                     elem_id="calc-verify-slope")
+    values = [cost, acceptance, k, share, extra, target, v_base, v_slope]
     result = gr.Markdown(explain.calculator_markdown(start), elem_id="calc-result")
     plot = gr.Plot(charts.speedup_map(start), show_label=False, elem_id="calc-plot")
     for field in values:

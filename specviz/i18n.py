@@ -314,19 +314,23 @@ says how many fewer. Pick a prompt and a method, then press **Run**.""",
     "formula.no_baseline": "— (run the baseline to measure it)",
     "formula.filled": """**Expected speedup** (Leviathan et al., 2023)
 
-- per-token acceptance **a = {a}** (kept guesses / checked guesses), **k = {k}** guesses per round (the mean length of a guessed path), guess cost **c = {c}** target forwards
+- per-token acceptance **a = {a}** (kept guesses / checked guesses), **k = {k}** guesses per round (the mean length of a guessed path), guess cost **c = {c}** plain target forwards
+- verify cost **c_v = {cv}**: one target forward over the round's {n} tokens against a forward over one token ({cv_note})
 - E[tokens per round] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
-- expected speedup = E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{predicted}×**
+- expected speedup = E / (k·c + c_v) = {e} / ({k}·{c} + {cv}) = **{predicted}×**
 - measured speedup against the baseline: {measured}
-- best k for this a and c: **{best}**. Rule of thumb: one more guess pays only while the chance of reaching and keeping it, a^(k+1), exceeds its cost c times the speedup already reached; so keep k small (3 to 5) unless acceptance is high or guessing is nearly free. (With c near 0 the formula always asks for a larger k, because it counts checking as free; the timeline shows that it is not.)
+- best k for this a, c and verify cost: **{best}**. Rule of thumb: one more guess pays only while the chance of reaching and keeping it, a^(k+1), exceeds what it adds to the round's cost (its c and its share of the verify) times the speedup already reached; so keep k small unless acceptance is high and guessing and checking are nearly free.
 
-*The formula assumes checking k+1 tokens costs one plain step; on a CPU it costs about two, which is why the measured speedup falls short of it. The **Cost and return** tab now holds this run's values.*""",
+*Leviathan et al. take c_v = 1: on a GPU a forward over a few tokens costs about what one costs. A CPU pays more (about 2 here), which is why tau above 1 buys less time on it. The **Cost and return** tab now holds this run's values.*""",
+    "formula.cv_measured": "measured on this run against its baseline",
+    "formula.cv_assumed": "assumed: without a baseline there is no plain forward to compare with",
     # --- the cost and return calculator ---
     "calc.intro": """### Cost and return of speculative decoding
 Each finished run (live, side by side or replayed) fills this in with what it measured; change any value to ask "what if?".
 
-- **c**: the cost of one guessed token, in target forward passes (measured: draft time per round / k, over the verify time per round; about 0 for n-gram lookup).
+- **c**: the cost of one guessed token, in target forward passes (measured: draft time per round / k, over one plain forward of the baseline, or over the verify forward when no baseline ran; about 0 for n-gram lookup).
 - **a**: the per-token acceptance rate; **k**: guesses per round.
+- **verify cost c_v(n)**: a target forward over n new tokens against one over 1 token. The paper takes 1 (close to true on a GPU); on a CPU it is higher and grows with n, modelled as c_v(n) = base + slope·(n − 2) (on the 2-core CPU about 1.9 + 0.06 per token). A run with a baseline measures it.
 - **verify share f**: the share of a request's time spent in the target's forward passes, the part speculation shortens (measured on the baseline: time in rounds / total time; the rest is prefill and overhead).
 - **memory**: what the method adds (draft model or heads, and their KV cache) against the target's own weights and KV cache, in MB.
 
@@ -347,9 +351,12 @@ Each finished run (live, side by side or replayed) fills this in with what it me
     "calc.field.verify_share": "f: share of time in target forwards (verify)",
     "calc.field.extra_mb": "extra memory: draft / heads + their KV cache (MB)",
     "calc.field.target_mb": "target memory: weights + KV cache (MB)",
+    "calc.field.verify_base": "verify cost c_v(2): forward over 2 tokens / over 1",
+    "calc.field.verify_slope": "verify cost growth per further token",
     "calc.result": """**Speedup**
 - E[tokens per round] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
-- decoding loop: E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{loop}×**
+- verify cost of k + 1 = {k1} tokens: c_v = **{cv}**
+- decoding loop: E / (k·c + c_v) = {e} / ({k}·{c} + {cv}) = **{loop}×**
 - end to end, with f = {f} of the time in target forwards: S = 1 / ((1 − f) + f / {loop}) = **{s}×**
 
 **Return on investment** (per generated token, plain decoding = 1)
@@ -357,7 +364,7 @@ Each finished run (live, side by side or replayed) fills this in with what it me
 - extra cost: m / S with m = {extra_mb} MB / {target_mb} MB = {m}: **{extra}**
 - {roi}
 
-Best k for this a and c: **{best}** (loop speedup {best_s}×).""",
+Best k for this a, c and verify cost: **{best}** (loop speedup {best_s}×).""",
     "calc.roi.free": "ROI: no extra memory, so nothing extra to pay back: every speedup above 1 is pure gain.",
     "calc.roi.pays": "ROI = (saved − extra) / extra = **{roi}**: each unit spent on the extra memory returns {roi} "
                      "units more than it costs.",
@@ -492,8 +499,8 @@ A round costs k guesses and one verify, k·c + c_v(k + 1), where plain decoding 
                              "costs what one token does (c_v = 1, about true on a GPU): speedup ≈ {e} / (1 + {kc}) = "
                              "**{gpu}×**. On the 2-core CPU, where c_v({k1}) = {cv} (part 4): {e} / ({cv} + {kc}) = "
                              "**{cpu}×**.",
-    "howto.symbols.try": "→ try it: the **{calc}** tab computes E and the speedup for any a, k and c, prefilled from "
-                         "your runs. Like the paper, it takes c_v = 1.",
+    "howto.symbols.try": "→ try it: the **{calc}** tab computes E and the speedup for any a, k, c and verify cost, "
+                         "prefilled from your runs (a run with a baseline measures c_v).",
     "howto.cpu.title": "### 4. Why a CPU shows less speedup than a GPU",
     "howto.cpu.text": "A GPU can do far more arithmetic than its memory can feed, so for a few tokens it waits on "
                       "reading the weights (*memory-bound*) and a forward over 5 tokens costs about what one costs; "
@@ -768,19 +775,23 @@ ZH = {
     "formula.no_baseline": "—（运行基线后才能测得）",
     "formula.filled": """**预期加速比**（Leviathan 等，2023）
 
-- 每个 token 的接受率 **a = {a}**（保留的猜测 / 经过验证的猜测），每轮 **k = {k}** 个猜测（猜测路径的平均长度），猜测成本 **c = {c}** 次目标模型前向计算
+- 每个 token 的接受率 **a = {a}**（保留的猜测 / 经过验证的猜测），每轮 **k = {k}** 个猜测（猜测路径的平均长度），猜测成本 **c = {c}** 次普通的目标模型前向计算
+- 验证代价 **c_v = {cv}**：对本轮 {n} 个 token 做一次目标模型前向，与只算一个 token 的前向相比（{cv_note}）
 - E[每轮 token 数] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
-- 预期加速比 = E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{predicted}×**
+- 预期加速比 = E / (k·c + c_v) = {e} / ({k}·{c} + {cv}) = **{predicted}×**
 - 相对基线实测的加速比：{measured}
-- 在这个 a 和 c 下最好的 k：**{best}**。经验法则：只有当到达并保留下一个猜测的概率 a^(k+1) 大于它的成本 c 乘以已达到的加速比时，多猜一个才划算；所以除非接受率很高或猜测几乎免费，k 应该保持较小（3 到 5）。（当 c 接近 0 时，公式总是要求更大的 k，因为它把验证当成免费的；时间线显示事实并非如此。）
+- 在这个 a、c 和验证代价下最好的 k：**{best}**。经验法则：只有当到达并保留下一个猜测的概率 a^(k+1) 大于它给这一轮增加的成本（它的 c 以及它在验证中的份额）乘以已达到的加速比时，多猜一个才划算；所以除非接受率很高、猜测和验证都几乎免费，k 应该保持较小。
 
-*公式假设验证 k+1 个 token 的成本等于普通的一步；在 CPU 上大约是两步，这就是实测加速比达不到公式预期的原因。“**成本与收益**”标签页现在已填入这次运行的数值。*""",
+*Leviathan 等人取 c_v = 1：在 GPU 上对几个 token 做前向的代价和一个 token 差不多。CPU 的代价更高（这里约为 2），这就是 tau 大于 1 在 CPU 上省下的时间更少的原因。“**成本与收益**”标签页现在已填入这次运行的数值。*""",
+    "formula.cv_measured": "在本次运行上相对其基线实测",
+    "formula.cv_assumed": "假设值：没有基线，就没有普通前向可供比较",
     # --- the cost and return calculator ---
     "calc.intro": """### 推测解码的成本与收益
 每次完成的运行（实时、并排或回放）都会用实测的数值填入下面的输入；你可以修改任意一项，看看“如果……会怎样”。
 
-- **c**：一个猜测 token 的成本，以目标模型前向计算为单位（实测：每轮草稿时间 / k，再除以每轮验证时间；n-gram 查找约为 0）。
+- **c**：一个猜测 token 的成本，以目标模型前向计算为单位（实测：每轮草稿时间 / k，再除以基线的一次普通前向时间；没有运行基线时除以每轮验证时间；n-gram 查找约为 0）。
 - **a**：每个 token 的接受率；**k**：每轮的猜测数。
+- **验证代价 c_v(n)**：目标模型对 n 个新 token 做一次前向，与只算 1 个 token 相比的代价。论文取 1（在 GPU 上接近事实）；在 CPU 上更高，并随 n 增长，模型为 c_v(n) = 基数 + 斜率·(n − 2)（在这台 2 核 CPU 上约为 1.9 + 每个 token 0.06）。带基线的运行会实测它。
 - **验证占比 f**：一个请求的时间中花在目标模型前向计算上的比例，也就是推测解码能缩短的部分（在基线上实测：各轮时间 / 总时间；其余是预填充和其他开销）。
 - **内存**：该方法额外增加的内存（草稿模型或预测头，以及它们的 KV 缓存），与目标模型自身的权重和 KV 缓存对比，单位 MB。
 
@@ -800,9 +811,12 @@ ZH = {
     "calc.field.verify_share": "f：目标模型前向计算（验证）所占的时间比例",
     "calc.field.extra_mb": "额外内存：草稿模型 / 预测头 + 它们的 KV 缓存（MB）",
     "calc.field.target_mb": "目标模型内存：权重 + KV 缓存（MB）",
+    "calc.field.verify_base": "验证代价 c_v(2)：对 2 个 token 前向 / 对 1 个",
+    "calc.field.verify_slope": "每多一个 token 验证代价的增量",
     "calc.result": """**加速比**
 - E[每轮 token 数] = (1 − a^(k+1)) / (1 − a) = (1 − {a}^{k1}) / (1 − {a}) = **{e}**
-- 解码循环：E / (k·c + 1) = {e} / ({k}·{c} + 1) = **{loop}×**
+- 验证 k + 1 = {k1} 个 token 的代价：c_v = **{cv}**
+- 解码循环：E / (k·c + c_v) = {e} / ({k}·{c} + {cv}) = **{loop}×**
 - 端到端，目标模型前向计算占时间的 f = {f}：S = 1 / ((1 − f) + f / {loop}) = **{s}×**
 
 **投资回报率**（按每生成一个 token 计，普通解码 = 1）
@@ -810,7 +824,7 @@ ZH = {
 - 额外成本：m / S，其中 m = {extra_mb} MB / {target_mb} MB = {m}：**{extra}**
 - {roi}
 
-在这个 a 和 c 下最好的 k：**{best}**（解码循环加速比 {best_s}×）。""",
+在这个 a、c 和验证代价下最好的 k：**{best}**（解码循环加速比 {best_s}×）。""",
     "calc.roi.free": "ROI：没有额外内存，所以没有需要收回的额外成本：任何大于 1 的加速比都是纯收益。",
     "calc.roi.pays": "ROI = (节省 − 额外) / 额外 = **{roi}**：花在额外内存上的每一份成本，能多换回 {roi} 份。",
     "calc.roi.loses": "ROI = (节省 − 额外) / 额外 = **{roi}**：额外内存的成本超过了它节省的时间。",
@@ -916,8 +930,8 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`acceptance_by_posi
     "howto.symbols.example": "**例如** a = {a}，k = {k}，c = {c}：每轮 E = **{e}** 个 token。如果一次验证只花一个 token "
                              "的开销（c_v = 1，在 GPU 上大致如此）：加速比 ≈ {e} / (1 + {kc}) = **{gpu}×**。在这台 2 核 "
                              "CPU 上，c_v({k1}) = {cv}（见第 4 部分）：{e} / ({cv} + {kc}) = **{cpu}×**。",
-    "howto.symbols.try": "→ 动手试试：**{calc}** 标签页可以对任意 a、k、c 计算 E 和加速比，并用你的运行结果预填。"
-                         "与论文一样，它取 c_v = 1。",
+    "howto.symbols.try": "→ 动手试试：**{calc}** 标签页可以对任意 a、k、c 和验证代价计算 E 和加速比，并用你的运行结果预填"
+                         "（带基线的运行会实测 c_v）。",
     "howto.cpu.title": "### 4. 为什么 CPU 上的加速比比 GPU 上小",
     "howto.cpu.text": "GPU 的算力远超内存的供给速度，所以只算几个 token 时它是在等待读取权重（*受内存带宽限制*），"
                       "对 5 个 token 的前向计算与只算一个 token 的开销差不多；这台 2 核 CPU 则先耗尽算力（*受算力限制*），"

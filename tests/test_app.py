@@ -552,6 +552,23 @@ def test_the_timeline_gives_each_run_its_own_row():
     assert {t.yaxis for t in one.data} == {"y"} and one.layout.showlegend
 
 
+def test_the_verify_cost_enters_the_formula_and_the_best_k():
+    assert explain.verify_cost(1, 1.9, 0.06) == 1.0 and explain.verify_cost(5, 1.9, 0.06) == pytest.approx(2.08)
+    assert explain.best_k(0.19, 0.0) == MAX_K  # the paper's free verify: more guesses never hurt
+    assert explain.best_k(0.19, 0.0, verify_base=1.9, verify_slope=explain.VERIFY_SLOPE_CPU) == 1  # a CPU's verify
+    x = explain.CostInputs(c=0.0, a=0.5, k=4, verify_base=2.0, verify_slope=0.1)
+    r = explain.evaluate(x)
+    assert r.verify == pytest.approx(2.3) and r.loop_speedup == pytest.approx(explain.expected_tokens(0.5, 4) / 2.3)
+    assert "c_v = **2.30**" in explain.calculator_markdown(x)
+    base = list(canned_run("baseline", 24, 4))
+    slow = [replace(r, verify_time_s=r.verify_time_s * 2) for r in canned_run("ngram", 24, 4)]  # verify = 2 plain steps
+    m = explain.measured_inputs(slow, base)
+    assert m["verify"] == pytest.approx(2.0) and m["c"] == pytest.approx(explain.measured_inputs(slow)["c"] * 2)
+    told = explain.formula_markdown(slow, 1.0, "en", base)
+    assert "c_v = 2.00" in told and "measured on this run" in told
+    assert "assumed" in explain.formula_markdown(slow, None, "en")  # no baseline: c_v = 1 assumed
+
+
 def test_formula_matches_leviathan():
     assert explain.expected_tokens(0.0, 4) == 1.0
     assert explain.expected_tokens(1.0, 4) == 5.0
@@ -650,18 +667,20 @@ def test_calculator_handlers_remember_runs_and_prefill_them():
     sources, dropdown = app.note_runs(sources, app.live_runs(base, base), "embedded:x", "live", "中文")
     assert dropdown["value"] == "#3 实时：baseline" and list(sources)[0] == "#3 实时：baseline"
     start = explain.CostInputs()
-    values = [start.c, start.a, start.k, start.verify_share, 123.0, start.target_mb]
+    values = [start.c, start.a, start.k, start.verify_share, 123.0, start.target_mb, 1.0, 0.0]
     out = app.prefill(sources, "#1 side by side: ngram", *values, "English")
-    c, a, k, share, extra, target, note, result, plot = out
-    costs = explain.run_costs(ngram, base, "embedded:x")
+    c, a, k, share, extra, target, v_base, v_slope, note, result, plot = out
+    costs = explain.run_costs(ngram, base, "embedded:x", app.cpu_slope())
     assert (c, a, k, share, extra) == (costs["c"], costs["a"], costs["k"], costs["verify_share"], 0.0)
+    assert (v_base, v_slope) == (costs["verify_base"], costs["verify_slope"])  # measured against the baseline
     assert "ngram" in note and "kept" not in note and "no extra memory" in result and isinstance(plot, go.Figure)
     assert list(plot.data[-1].x) == [k] and list(plot.data[-1].y) == [a]  # the run is marked on the map
     drafted, choice = app.note_runs({}, {"draft": list(canned_run("draft", 24, 4))}, "some/model", "live")
     other = app.prefill(drafted, choice["value"], *values, "English")
-    assert "kept as they were: extra memory" in other[6] and other[4] == 123.0  # memory unknown here: kept
+    assert "kept as they were: extra memory" in other[8] and other[4] == 123.0  # memory unknown here: kept
+    assert "verify cost c_v(2)" in other[8]  # no baseline: the verify cost is not measured
     baseline = app.prefill(sources, "#3 实时：baseline", *values, "中文")
-    assert baseline[:3] == tuple(values[:3]) and "不做推测" in baseline[6]  # nothing to measure: kept
+    assert baseline[:3] == tuple(values[:3]) and "不做推测" in baseline[8]  # nothing to measure: kept
     assert app.prefill(sources, "gone", *values, "English")[0] is not None
     with pytest.raises(gr.Error, match="numbers in every field"):
         app.calculator(None, 0.5, 4, 1, 0, 600)

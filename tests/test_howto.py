@@ -159,7 +159,8 @@ def test_the_tab_shows_the_explainer_and_the_switch_translates_it():
     assert 'data-mask="chain"' in shown and 'data-mask="tree"' in shown
     fn = switcher(demo)
     start = explain.CostInputs()
-    values = [start.c, start.a, start.k, start.verify_share, start.extra_mb, start.target_mb]
+    values = [start.c, start.a, start.k, start.verify_share, start.extra_mb, start.target_mb, start.verify_base,
+              start.verify_slope]
     out = fn.fn("中文", "ngram", [], None, {}, [], None, {}, None, None, None, None, {}, None, *values)
     translated = "\n".join(str(update.get("value", "")) for update in out if isinstance(update, dict))
     for key in HEADINGS:

@@ -53,7 +53,8 @@ def test_the_switch_translates_every_registered_component_and_redraws_the_views(
     demo = app.build_demo(FakeBackend())
     fn = switcher(demo)
     start = explain.CostInputs()
-    values = [start.c, start.a, start.k, start.verify_share, start.extra_mb, start.target_mb]
+    values = [start.c, start.a, start.k, start.verify_share, start.extra_mb, start.target_mb, start.verify_base,
+              start.verify_slope]
     rounds = list(canned_run("ngram", 24, 4))
     base = list(canned_run("baseline", 24, 4))
     state = {"rounds": rounds, "pos": 1, "greedy": True, "label": "ngram"}
