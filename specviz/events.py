@@ -92,8 +92,12 @@ def depth_of(parents: list[int], node: int) -> int:
 def summarize(rounds: list[Round], baseline_tokens_per_s: Optional[float] = None) -> dict[str, Any]:
     """The statistics of a run, derived in this one place.
 
-    acceptance_rate: accepted proposed tokens / proposed tokens (over all rounds).
     mean_accepted_tokens (tau): committed tokens per target forward, bonus included.
+    acceptance_rate: kept / guessed, accepted proposed tokens over all proposed tokens (the page's
+    "kept / guessed"; small for big trees, whose guesses are mostly alternatives to each other).
+    a: the per-checked acceptance the expected-speedup formula uses: of the levels the target checked
+    (a level is checked when the path reached it and it holds guesses the target looked at), the share
+    where it kept a guess; for a chain, kept / checked guesses. a_by_depth[d-1]: the same at depth d.
     acceptance_by_position[d-1]: among rounds that proposed a token at depth d, the share that
     accepted one at depth d.
     """
@@ -101,12 +105,18 @@ def summarize(rounds: list[Round], baseline_tokens_per_s: Optional[float] = None
     accepted = sum(r.n_accepted for r in rounds)
     n_tokens = rounds[-1].tokens_so_far if rounds else 0
     elapsed = rounds[-1].elapsed_s if rounds else 0.0
-    tried_at, kept_at = {}, {}
+    tried_at, kept_at, checked_at = {}, {}, {}
     for r in rounds:
         for depth in {depth_of(r.parents, i) for i in range(r.n_proposed)}:
             tried_at[depth] = tried_at.get(depth, 0) + 1
         for depth in range(1, r.n_accepted + 1):
             kept_at[depth] = kept_at.get(depth, 0) + 1
+        looked_below = {parent for parent, status in zip(r.parents, r.status) if status in (ACCEPTED, REJECTED)}
+        for depth, node in enumerate([-1, *r.accepted_path], start=1):  # the root, then the kept path
+            if node in looked_below:  # the target checked the guesses below this node
+                checked_at[depth] = checked_at.get(depth, 0) + 1
+    checked = sum(checked_at.values())
+    kept_checked = sum(kept_at.get(d, 0) for d in checked_at)
     tokens_per_s = n_tokens / elapsed if elapsed > 0 else 0.0
     return {
         "rounds": len(rounds),
@@ -114,6 +124,8 @@ def summarize(rounds: list[Round], baseline_tokens_per_s: Optional[float] = None
         "proposed_tokens": proposed,
         "accepted_tokens": accepted,
         "acceptance_rate": accepted / proposed if proposed else 0.0,
+        "a": kept_checked / checked if checked else None,
+        "a_by_depth": [kept_at.get(d, 0) / checked_at[d] for d in sorted(checked_at)],
         "mean_accepted_tokens": n_tokens / len(rounds) if rounds else 0.0,
         "acceptance_by_position": [kept_at.get(d, 0) / tried_at[d] for d in sorted(tried_at)],
         "draft_time_s": sum(r.draft_time_s for r in rounds),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from specviz.config import MAX_K
-from specviz.events import SPECULATE, Round, depth_of
+from specviz.events import SPECULATE, Round, depth_of, summarize
 from specviz.i18n import has, text
 
 METHODS = ("baseline", "ngram", "draft", "medusa", "eagle", "oracle")  # those with a description (i18n "method.NAME")
@@ -59,8 +59,8 @@ def best_k(a: float, c: float, k_max: int = MAX_K, verify_base: float = 1.0, ver
 def measured_inputs(rounds: list[Round], base: Optional[list[Round]] = None) -> Optional[dict[str, float]]:
     """a, k, c and the verify cost of a run's speculative rounds; None when it speculated in none.
 
-    a = accepted / checked guesses, where a guess is checked when every guess before it on its
-    path was kept (so tokens after the first rejection do not count against a).
+    a = summarize's a: of the levels the target checked, the share where it kept a guess (for a chain,
+    kept / checked guesses: tokens after the first rejection do not count against a).
     k = the mean depth of a round's guesses (a tree of many nodes still guesses k tokens deep).
     With the baseline's rounds (each one plain 1-token forward), times are in plain forwards:
     c = draft time per guessing step / a plain forward, verify = c_v = verify time per round / a plain
@@ -70,16 +70,13 @@ def measured_inputs(rounds: list[Round], base: Optional[list[Round]] = None) -> 
     spec = [r for r in rounds if r.mode == SPECULATE and r.n_proposed > 0]
     if not spec:
         return None
-    accepted = sum(r.n_accepted for r in spec)
-    rejected_checks = sum(1 for r in spec if "rejected" in r.status)
-    checked = accepted + rejected_checks
     verify = sum(r.verify_time_s for r in spec)
     depths = [max(depth_of(r.parents, i) for i in range(r.n_proposed)) for r in spec]
     draft_per_step = sum(r.draft_time_s for r in spec) / sum(depths)
     plain = [r.verify_time_s for r in base or [] if r.n_proposed == 0]
     unit = sum(plain) / len(plain) if plain and sum(plain) > 0 else verify / len(spec)  # one plain forward
     return {
-        "a": accepted / checked if checked else 0.0,
+        "a": summarize(spec)["a"] or 0.0,  # per checked level, as events.summarize defines it
         "k": sum(depths) / len(spec),  # guesses actually made per path: a method may guess fewer than its budget
         "c": draft_per_step / unit if unit > 0 else 0.0,
         "verify": verify / len(spec) / unit if unit > 0 else 1.0,

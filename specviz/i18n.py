@@ -406,7 +406,9 @@ out["metrics"]["speedup"], out["identical_to_baseline"]
 **Result** (plain JSON): `text`; `method`; `model`; `rounds`, one record per verification round (`tokens`,
 `parents`, `status` of each guess, `draft_probs`, `target_probs`, `accepted_path`, `bonus_token`, `emitted`,
 timings, …); `metrics`: `new_tokens`, `rounds` (= target forwards), `mean_accepted_tokens` (**tau**: new tokens
-per target forward, bonus included), `acceptance_rate` (kept guesses / guesses), `acceptance_by_position`,
+per target forward, bonus included), `acceptance_rate` (kept guesses / guesses), `a` (kept / checked: of the
+levels the target checked, the share where it kept a guess; the formula's acceptance) and `a_by_depth`,
+`acceptance_by_position`,
 `tokens_per_s`, `draft_time_s`, `verify_time_s`, `elapsed_s`, `stop_reason`, and `speedup`, which is **null**
 unless `baseline=True` (a speedup needs a baseline run of the same request, which costs a second run). With
 `baseline=True` the result also holds `baseline` (`text`, `metrics`) and `identical_to_baseline` (true or false
@@ -864,7 +866,8 @@ out["metrics"]["speedup"], out["identical_to_baseline"]
 **结果**（纯 JSON）：`text`；`method`；`model`；`rounds`，每个验证轮一条记录（`tokens`、`parents`、每个猜测的
 `status`、`draft_probs`、`target_probs`、`accepted_path`、`bonus_token`、`emitted`、耗时……）；`metrics`：
 `new_tokens`、`rounds`（= 目标模型前向次数）、`mean_accepted_tokens`（**tau**：每次目标模型前向新增的 token 数，含奖励
-token）、`acceptance_rate`（保留的猜测 / 猜测）、`acceptance_by_position`、`tokens_per_s`、`draft_time_s`、
+token）、`acceptance_rate`（保留的猜测 / 猜测）、`a`（保留 / 验证：在目标模型验证过的各层中保留了猜测的比例，即公式中的接受率）和
+`a_by_depth`、`acceptance_by_position`、`tokens_per_s`、`draft_time_s`、
 `verify_time_s`、`elapsed_s`、`stop_reason`，以及 `speedup`：除非 `baseline=True`，否则为 **null**（加速比需要同一请求的
 基线运行，即多跑一次）。`baseline=True` 时结果还包含 `baseline`（`text`、`metrics`）和 `identical_to_baseline`
 （温度 0 时为 true 或 false；采样时为 null，因为文本本就不同）。

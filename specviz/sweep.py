@@ -7,7 +7,7 @@ and the row holds what was measured (tau, acceptance, tokens/s, speedup) and wha
     S_pred    = tau_pred / (c_v(n) + k*c)
 
 a    per-level acceptance: of the levels the target checked (the root, or a kept guess, with children below
-     it), the share where it kept one child (`path_acceptance`); for a chain this is the per-checked-token
+     it), the share where it kept one child (events.summarize's `a`); for a chain this is the per-checked-token
      acceptance `checked_acceptance` = kept / (kept + rejected), since at most one guess of a chain is rejected.
 k    guesses per round as set: the swept k, or for a tree sweep min(RunConfig.k, nodes), the tree's depth.
 n    tokens in one verify forward: k + 1 for a chain (root and k guesses), nodes + 1 for a tree.
@@ -96,18 +96,6 @@ def checked_acceptance(rounds: list[Round]) -> Optional[float]:
     Unlike summarize's acceptance_rate (kept / guessed) it does not count the guesses after a rejection."""
     kept = sum(s == ACCEPTED for r in rounds for s in r.status)
     checked = kept + sum(s == REJECTED for r in rounds for s in r.status)
-    return kept / checked if checked else None
-
-
-def path_acceptance(rounds: list[Round]) -> Optional[float]:
-    """a per level: of the nodes on the accepted path whose guesses below were checked (the root included),
-    the share where the target kept one of those guesses. Equals `checked_acceptance` for chains; for a tree it
-    is the chance that some sibling is kept, the a of the chain a tree stands in for. None when no guesses."""
-    kept = checked = 0
-    for r in rounds:
-        looked_below = {parent for parent, s in zip(r.parents, r.status) if s in (ACCEPTED, REJECTED)}
-        checked += sum(node in looked_below for node in [-1, *r.accepted_path])
-        kept += r.n_accepted
     return kept / checked if checked else None
 
 
@@ -240,7 +228,8 @@ def sweep_row(sweep: Sweep, value: int, runs: list[list[Round]], base: list[list
     if n not in costs:
         raise ValueError(f"no verify cost for n = {n} (measured: {sorted(costs)})")
     c = sum(r.draft_time_s for r in rounds) / len(rounds) / k / base_round_s
-    a = path_acceptance(rounds) or 0.0
+    a_path = summarize(rounds)["a"]
+    a = a_path or 0.0
     tau = tokens / len(rounds)
     predicted_tau, predicted_speedup = predict(a, k, c, costs[n])
     tau_as_guessed = sum(expected_tokens(a, d) for d in _depths(rounds)) / len(rounds)
@@ -251,7 +240,7 @@ def sweep_row(sweep: Sweep, value: int, runs: list[list[Round]], base: list[list
         "tau": tau,  # summarize's mean_accepted_tokens, over all prompts
         "acceptance": summarize(rounds)["acceptance_rate"],  # kept / guessed
         "a": checked_acceptance(rounds),  # kept / checked guesses
-        "a_path": path_acceptance(rounds),  # per level: the a of the formula (equals a for chains)
+        "a_path": a_path,  # per level (summarize's a): the a of the formula (equals a for chains)
         "depth": mean_depth(rounds),  # guesses per round as made (0 when none), against k as set
         "c": c, "c_v": costs[n],
         "tokens_per_s": tokens / seconds, "baseline_tokens_per_s": base_tps, "speedup": tokens / seconds / base_tps,

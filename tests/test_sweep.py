@@ -12,9 +12,9 @@ import pytest
 
 from conftest import tiny_target
 from specviz.config import RunConfig, SamplingConfig
-from specviz.events import ACCEPTED, PLAIN, REJECTED, SPECULATE, UNREACHED, Round
+from specviz.events import ACCEPTED, PLAIN, REJECTED, SPECULATE, UNREACHED, Round, summarize
 from specviz.explain import CostInputs, evaluate
-from specviz.sweep import (Sweep, checked_acceptance, format_sweep_table, interpolate, parse_sweep, path_acceptance,
+from specviz.sweep import (Sweep, checked_acceptance, format_sweep_table, interpolate, parse_sweep,
                            predict,
                            run_sweep, sweep_figure, sweep_row, verify_cost)
 
@@ -80,16 +80,22 @@ def test_checked_acceptance_counts_only_guesses_the_target_looked_at():
     assert checked_acceptance([chain, full, nothing]) == pytest.approx(4 / 5)  # pooled, not a mean of ratios
     assert checked_acceptance([nothing]) is None
     assert checked_acceptance([rnd(3, [-1, 0, 1], [R, U, U], [])]) == 0.0
-    assert path_acceptance([chain, full, nothing]) == pytest.approx(4 / 5)  # for chains the two agree
+    assert a_of([chain, full, nothing]) == pytest.approx(4 / 5)  # for chains the two agree
+
+
+def a_of(rounds):
+    """The formula's a, as events.summarize defines it (per checked level)."""
+    return summarize(rounds)["a"]
 
 
 def test_on_a_tree_path_acceptance_is_per_level_and_checked_acceptance_per_node():
     # root -> X (rejected), Y (kept); Y -> Z, W (both rejected); X -> V (never reached)
     tree = rnd(5, [-1, -1, 1, 1, 0], [R, A, R, R, U], [1])
     assert checked_acceptance([tree]) == pytest.approx(1 / 4)
-    assert path_acceptance([tree]) == pytest.approx(1 / 2)  # the root's level kept one, Y's level none
+    assert a_of([tree]) == pytest.approx(1 / 2)  # the root's level kept one, Y's level none
+    assert summarize([tree])["a_by_depth"] == [1.0, 0.0]  # depth 1 kept Y; depth 2 (below Y) kept nothing
     leaf = rnd(3, [-1, -1, 1], [R, A, A], [1, 2])  # the kept path ends in a leaf: no failed level
-    assert path_acceptance([leaf]) == 1.0
+    assert a_of([leaf]) == 1.0
     assert checked_acceptance([leaf]) == pytest.approx(2 / 3)
 
 
