@@ -282,15 +282,15 @@ def cpu_slope() -> float:
     return explain.VERIFY_SLOPE_CPU if on_cpu() else 0.0
 
 
-def headline(rounds: list[Round], speedup: Optional[float], lang: str = "en") -> str:
+def headline(rounds: list[Round], speedup: Optional[float], lang: str = "en", why: bool = True) -> str:
     """A run's result, hardware-independent first: "96 tokens in 28 target forwards (tau 3.43)", then the
-    measured speedup, with one line on why when a CPU made it below 1x."""
+    measured speedup, with one line on why when a CPU made it below 1x (unless `why` is False)."""
     m = summarize(rounds)
     line = i18n.text("headline", lang, tokens=m["new_tokens"], forwards=m["rounds"],
                      tau=f"{m['mean_accepted_tokens']:.2f}")
     if speedup:
         line += i18n.text("headline.speedup", lang, speedup=f"{speedup:.2f}")
-        if speedup < 1 and on_cpu():
+        if why and speedup < 1 and on_cpu():
             line += i18n.text("headline.cpu", lang)
     return line
 
@@ -503,9 +503,10 @@ def _column_state(rounds: Optional[list[Round]], lang: str = "en") -> str:
 def compare_done(runs: dict[str, list[Round]], lang: str = "en") -> str:
     """The finished comparison's status: each method's headline against the run's baseline."""
     base = runs.get("baseline")
-    lines = [f"**{label}**: {headline(rounds, speedup_of(rounds, base), lang)}"
-             for label, rounds in runs.items() if rounds and label != "baseline"]
-    return "  \n".join([i18n.text("compare.done", lang), *lines])
+    speedups = {label: speedup_of(rounds, base) for label, rounds in runs.items() if rounds and label != "baseline"}
+    lines = [f"**{label}**: {headline(runs[label], speedup, lang, why=False)}" for label, speedup in speedups.items()]
+    slow = on_cpu() and any(speedup and speedup < 1 for speedup in speedups.values())
+    return "  \n".join([i18n.text("compare.done", lang), *lines]) + (i18n.text("headline.cpu", lang) if slow else "")
 
 
 def limit_methods(chosen: Optional[list], ticked: Optional[list], language: str = "English") -> tuple:

@@ -785,6 +785,8 @@ def test_the_headline_is_forwards_and_tau_first_then_the_speedup_and_why_a_cpu_i
     assert "below 1× because on a CPU" in app.live_status(slow, base, True, "en")
     assert "below 1×" not in app.live_status(rounds, base, True, "en")  # faster than the baseline: no excuse
     assert "在 CPU 上" in app.compare_done({"baseline": base, "ngram": slow}, "zh")
+    twice = app.compare_done({"baseline": base, "ngram": slow, "eagle": slow}, "en")
+    assert twice.count("below 1× because") == 1  # said once for the whole comparison
     monkeypatch.setattr(app, "on_cpu", lambda: False)
     assert "below 1×" not in app.live_status(slow, base, True, "en")
 
