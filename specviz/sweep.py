@@ -122,6 +122,7 @@ def verify_cost(target, sizes: list[int], context: int = 256, repeats: int = 7, 
     """
     import torch
 
+    from specviz.engine import _now  # the engine's clock: synchronised on CUDA
     from specviz.tree import Tree
     from specviz.verify import TargetSession, truncate
 
@@ -147,14 +148,6 @@ def verify_cost(target, sizes: list[int], context: int = 256, repeats: int = 7, 
                     times[n].append(elapsed)
     one = statistics.median(times[1])
     return {n: statistics.median(times[n]) / one for n in sizes}
-
-
-def _now(target) -> float:
-    if target.device.type == "cuda":
-        import torch
-
-        torch.cuda.synchronize(target.device)
-    return time.perf_counter()
 
 
 def interpolate(costs: dict[int, float], n: int) -> float:
