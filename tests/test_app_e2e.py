@@ -5,21 +5,15 @@ embedded model once (~30 s); later runs load it in seconds.
 """
 from __future__ import annotations
 
-import socket
 
 import pytest
 from gradio_client import Client
 
 import app
+from scripts.image import free_port
 from specviz.events import Round, summarize
 
 PROMPT = "Write the line \"I will not talk in class.\" three times, one per line."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

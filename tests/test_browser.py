@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 from pathlib import Path
 
 import pytest
 
 import app
+from scripts.image import free_port
 from scripts.screenshot import (CHROMIUM, choose_methods, launch, live_run, open_tab, replay, set_prompt, shoot,
                                 side_by_side, step_mode, switch_language, wait_for_text)
 
@@ -30,12 +30,6 @@ try:
     from playwright.sync_api import Page, expect, sync_playwright
 except ImportError:
     pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
