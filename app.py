@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import json
 import math
 import os
@@ -24,17 +23,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import gradio as gr
 import torch
 
 from specviz import charts, explain, i18n, production, render, trace, zerogpu
+from specviz.ui import MODEL, UI, Localized, Page, error, in_status, shown, tr, user_errors
 from specviz.config import MAX_K, RunConfig, SamplingConfig
 from specviz.engine import generate
 from specviz.events import Round, summarize
 from specviz.methods import METHODS, TREE_NODES, available_methods
-from specviz.models import EMBEDDED, ModelLoadError, load_target
+from specviz.models import EMBEDDED, load_target
 from specviz.presets import PRESETS
 
 MAX_NEW_TOKENS = 512  # the most tokens one request may generate (UI and API alike)
@@ -47,8 +47,6 @@ CHART_EVERY_S = 0.75  # charts and tables refresh at most this often while a run
 DEMOS = Path(__file__).resolve().parent / "demos" / "prompts.jsonl"
 DEMO_TRACES = Path(__file__).resolve().parent / "demos" / "traces"  # recorded by scripts/record_traces.py
 MAX_REPLAY_PAUSE_S = 1.0  # a replay waits at most this long between two rounds, whatever was recorded
-UI = dict(api_visibility="private")  # page-only listeners: the documented API is /speculate alone
-MODEL = dict(concurrency_id="model", concurrency_limit=1, **UI)  # every listener that touches a model
 
 
 @dataclass(frozen=True)
@@ -138,17 +136,6 @@ def demo_prompts() -> list[dict[str, str]]:
 
 # --- validation: the API receives raw values, so every handler checks them here ---------------------
 
-def shown(value: Any, limit: int = 60) -> str:
-    """A raw value as an error message quotes it: repr, cut short (a message never echoes a whole text)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def error(key: str, lang: str, **values: Any) -> gr.Error:
-    """A message for the user, in their language."""
-    return gr.Error(i18n.text(key, lang, **values))
-
-
 TREE_METHODS = tuple(TREE_NODES)  # the methods whose tree size the "tree nodes" control sets
 MAX_NODES = 64  # the largest tree the control offers (verification reads nodes + 1 tokens per round)
 ORACLE_A = 0.8  # the teaching oracle's chance of a right guess, by default
@@ -213,49 +200,6 @@ def validate(backend: EngineBackend, prompt: Any, method: Any, k: Any, temperatu
 def check_model(backend: EngineBackend, model: Any, lang: str = "en") -> None:
     if model not in backend.models:
         raise error("err.model", lang, model=shown(model), choices=", ".join(backend.models))
-
-
-@contextlib.contextmanager
-def user_errors(lang: str = "en") -> Iterator[None]:
-    """Engine and model errors reach the user as a readable message instead of a broken page.
-
-    Nothing of a failed request survives it: models are read-only, per-run state dies with the run."""
-    try:
-        yield
-    except (ValueError, ModelLoadError) as err:
-        raise error("err.engine", lang, message=str(err)) from err
-    except (torch.OutOfMemoryError, MemoryError) as err:
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        raise error("err.memory", lang) from err
-
-
-def in_status(handler: Callable, outputs: int, status: Optional[int] = 0) -> Callable:
-    """A page handler whose gr.Error shows in its tab's status line (output number `status`; None: nowhere)
-    while every other output keeps what it showed, instead of a toast over red "Error" outputs.
-
-    Generator handlers stay generators (Gradio streams them); the API's endpoint is not wrapped."""
-
-    def failed(err: gr.Error) -> tuple:
-        values = [gr.skip()] * outputs
-        if status is not None:
-            values[status] = i18n.text("status.error", "en", message=err.message)
-        return tuple(values)
-
-    if inspect.isgeneratorfunction(getattr(handler, "func", handler)):
-        def stream(*args: Any) -> Iterator[tuple]:
-            try:
-                yield from handler(*args)
-            except gr.Error as err:
-                yield failed(err)
-        return stream
-
-    def call(*args: Any) -> tuple:
-        try:
-            return handler(*args)
-        except gr.Error as err:
-            return failed(err)
-    return call
 
 
 def rounds_of(backend: EngineBackend, req: Request, lang: str = "en") -> Iterator[Round]:
@@ -811,41 +755,6 @@ def refresh_methods(backend: EngineBackend, model: str, language: str = "English
 
 
 # --- layout -----------------------------------------------------------------------------------------
-
-class Localized:
-    """A text the language switch recomputes: a function of the language code ("en", "zh")."""
-
-    def __init__(self, make: Callable[[str], Any]):
-        self.make = make
-
-
-def tr(key: str, **values: Any) -> Localized:
-    """The i18n text `key` (formatted with `values`) in whichever language the page shows."""
-    return Localized(lambda lang: i18n.text(key, lang, **values))
-
-
-class Page:
-    """The page's translatable properties: every component built through it with Localized keyword
-    arguments is registered, and `updates(lang)` gives one gr.update per component for the switch."""
-
-    def __init__(self):
-        self.parts: list[tuple[Any, dict[str, Localized]]] = []
-
-    def __call__(self, cls: type, *args: Any, **kwargs: Any) -> Any:
-        texts = {name: value for name, value in kwargs.items() if isinstance(value, Localized)}
-        component = cls(*args, **{**kwargs, **{name: value.make("en") for name, value in texts.items()}})
-        return self.register(component, **texts)
-
-    def register(self, component: Any, **texts: Localized) -> Any:
-        self.parts.append((component, texts))
-        return component
-
-    def components(self) -> list:
-        return [component for component, _ in self.parts]
-
-    def updates(self, lang: str) -> list[dict]:
-        return [gr.update(**{name: value.make(lang) for name, value in texts.items()}) for _, texts in self.parts]
-
 
 def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Component]:
     """The prompt box, its examples and the shared settings, above every tab."""

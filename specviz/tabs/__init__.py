@@ -1,0 +1,1 @@
+"""One module per tab of the page that has outgrown app.py; each has build(ui, ...) and only page code."""
