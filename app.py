@@ -36,6 +36,7 @@ from specviz.events import Round, summarize
 from specviz.methods import METHODS, TREE_NODES, available_methods
 from specviz.models import EMBEDDED, load_target
 from specviz.presets import PRESETS
+from specviz.tabs import sweep as sweep_tab
 
 MAX_NEW_TOKENS = 512  # the most tokens one request may generate (UI and API alike)
 MAX_TEMPERATURE = 2.0
@@ -105,6 +106,12 @@ class EngineBackend:
 
     def stream(self, req: Request) -> Iterator[Round]:
         return generate(load_model(req.model), req.method, req.prompt, req.run, req.sampling, **req.options)
+
+    def verify_cost(self, model: str, sizes: list[int], chain: bool = True) -> dict[int, float]:
+        """c_v(n) for the Sweep tab: one target forward over n new tokens / over 1, timed here (specviz.sweep)."""
+        from specviz.sweep import verify_cost
+
+        return verify_cost(load_model(model), sizes, repeats=3, chain=chain)
 
 
 @functools.lru_cache(maxsize=2)
@@ -1088,6 +1095,8 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
                 replayed = replay_tab(ui, language)
             with ui(gr.Tab, label=tr("tab.calc")):
                 calc = calculator_tab(ui, language)
+            with ui(gr.Tab, label=tr("tab.sweep")):
+                sweep_tab.build(ui, backend, c, language, validate)
             with ui(gr.Tab, label=tr("tab.explain")):
                 explain_tab(ui)
             with ui(gr.Tab, label=tr("tab.api")):

@@ -535,6 +535,54 @@ A round costs k guesses and one verify, k·c + c_v(k + 1), where plain decoding 
     "sweep.measured": "measured",
     "sweep.predicted": "predicted (k as set)",
     "sweep.as_guessed": "predicted (as guessed)",
+    "tab.sweep": "Sweep",
+    "sweep.intro": """### Measured sweep: k and tree size against the formula
+Runs the chosen method on the prompt above once per value of a range, with the settings above, and puts what was
+measured beside what the speculative-decoding formula predicts.
+- **tau**: new tokens per target forward, bonus token included; 1.0 is plain decoding. It does not depend on the
+  hardware.
+- **k**: how many tokens a chain method guesses per round (n-gram, the oracle, the draft model as a chain).
+  **Tree nodes**: how many guessed tokens one round's tree holds (EAGLE, Medusa, the draft model); the tree's depth
+  is the k slider above.
+- **c_v(n)**, the verify cost: the time of one target forward over n new tokens divided by the time of one over a
+  single token, timed on this machine before the sweep starts. A chain of k guesses verifies n = k + 1 tokens, a
+  tree n = nodes + 1. On a GPU c_v stays near 1; on a CPU it is about 2 and grows past about 10 tokens, so more
+  guesses can raise tau and still lower the speed.
+- **The prediction** (Leviathan et al.): tau = (1 − a^(k+1)) / (1 − a), with a the measured share of checked levels
+  where the target kept a guess, and speedup = tau / (c_v(n) + k·c), with c the draft's time per guessed level in
+  plain-decoding steps. *As guessed* applies it to each round as it really guessed (methods often guess less than k).
+
+Why one forward can check many tokens, and these symbols step by step: the **How it works** tab. Tokens/s on a
+shared CPU moves by ±20% between runs: trust tau, a and the shape of c_v before the speedup's second digit. The
+same sweep over several prompts: `python -m specviz.bench --sweep k=1..8` (docs/sweep.md).""",
+    "sweep.param": "Sweep over",
+    "sweep.param.k": "k (chain length)",
+    "sweep.param.nodes": "tree nodes",
+    "sweep.range": "Values",
+    "sweep.range_info": "Whole numbers and ranges, e.g. 1..8 or 1,2,4,8,16,32,48",
+    "sweep.run": "Run the sweep",
+    "sweep.limits": "This server runs at most {points} values per sweep, {tokens} generated tokens in all (the "
+                    "baseline and every value, max new tokens each) and {seconds} s; a sweep that reaches the time "
+                    "stops with the points it has.",
+    "sweep.status.cost": "Timing the verify cost c_v(n) for n = {sizes} on this machine …",
+    "sweep.status.baseline": "Plain decoding (the baseline), for the speedup: {tokens} of {total} tokens …",
+    "sweep.status.point": "Point {i} of {n}: {param} = {value}, {tokens} of {total} tokens …",
+    "sweep.status.done": "Done: {n} points in {seconds} s; the baseline ran at {tps} tokens/s.",
+    "sweep.status.budget": "Stopped at this server's time limit for a sweep ({seconds} s), after {n} of {total} "
+                           "points.",
+    "sweep.status.differs": " The text differed from the baseline's at {param} = {values}.",
+    "sweep.err.empty": "Write the values to sweep, e.g. 1..8 or 1,2,4,8,16.",
+    "sweep.err.range": "Cannot read the values {value}: {detail}. Write whole numbers and ranges, e.g. 1..8 or "
+                       "1,2,4,8,16.",
+    "sweep.err.points": "{n} values are more than this server runs in one sweep ({most}): sweep fewer.",
+    "sweep.err.tokens": "{n} values and the baseline at {tokens} new tokens each make {total} tokens, more than this "
+                        "server generates in one sweep ({cap}): lower max new tokens to {fit} or sweep fewer values.",
+    "sweep.err.baseline": "The baseline guesses nothing, so there is nothing to sweep: choose a method that guesses.",
+    "sweep.err.nodes": "{method} guesses a chain, not a tree: sweep k. Tree nodes can be swept for {methods}.",
+    "sweep.err.k": "{method} guesses a tree whose size is its number of nodes: sweep tree nodes (k sets its depth).",
+    "headers.sweep": "tau | a | depth guessed | tokens/s | speedup | predicted tau (k as set) | predicted tau (as "
+                     "guessed) | predicted speedup (k as set) | predicted speedup (as guessed) | c_v(n) | c | "
+                     "identical to baseline",
 }
 
 ZH = {
@@ -965,6 +1013,46 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`a`（保留 / 验�
     "sweep.measured": "实测",
     "sweep.predicted": "预测（按设定的 k）",
     "sweep.as_guessed": "预测（按实际猜测）",
+    "tab.sweep": "扫描",
+    "sweep.intro": """### 实测扫描：k 与树大小对照公式
+用上方的设置，在上方的提示词上，对范围中的每个取值运行一次所选方法，并把实测结果和推测解码公式的预测放在一起。
+- **tau**：每次目标模型前向计算得到的新 token 数（含奖励 token）；1.0 即普通解码。它与硬件无关。
+- **k**：链式方法每轮猜测的 token 数（n-gram、预言机、作为链的草稿模型）。**树节点数**：一轮的猜测树中有多少个猜测
+  token（EAGLE、Medusa、草稿模型）；树的深度由上方的 k 滑块决定。
+- **c_v(n)**，验证代价：目标模型对 n 个新 token 做一次前向计算的耗时，除以只对 1 个 token 做一次的耗时；扫描开始前在本机测得。
+  k 个猜测的链要验证 n = k + 1 个 token，树要验证 n = 节点数 + 1 个。在 GPU 上 c_v 接近 1；在 CPU 上约为 2，
+  超过约 10 个 token 后还会增长，所以猜得更多可能提高 tau，速度却反而下降。
+- **预测**（Leviathan 等）：tau = (1 − a^(k+1)) / (1 − a)，a 为实测的、目标模型检查过的各层中保留了一个猜测的比例；
+  加速比 = tau / (c_v(n) + k·c)，c 为草稿每猜一层的耗时（以普通解码步为单位）。*按实际猜测* 则把公式用到每一轮实际的猜测上
+  （方法常常猜得少于 k）。
+
+为什么一次前向计算能检查许多 token，以及这些符号的逐步说明：见 **原理** 标签页。在共享的 CPU 上，token/秒 每次运行会相差约 ±20%：
+先相信 tau、a 和 c_v 曲线的形状，再看加速比的第二位小数。在多个提示词上做同样的扫描：`python -m specviz.bench --sweep k=1..8`
+（docs/sweep.md）。""",
+    "sweep.param": "扫描对象",
+    "sweep.param.k": "k（链长）",
+    "sweep.param.nodes": "树节点数",
+    "sweep.range": "取值",
+    "sweep.range_info": "整数和范围，例如 1..8 或 1,2,4,8,16,32,48",
+    "sweep.run": "运行扫描",
+    "sweep.limits": "本服务器每次扫描最多运行 {points} 个取值、共生成 {tokens} 个 token（基线和每个取值各按最大新 token 数计），"
+                    "最长 {seconds} 秒；到达时间上限的扫描会带着已完成的点停止。",
+    "sweep.status.cost": "正在本机测量 n = {sizes} 时的验证代价 c_v(n) …",
+    "sweep.status.baseline": "普通解码（基线），用于计算加速比：{tokens} / {total} 个 token …",
+    "sweep.status.point": "第 {i} / {n} 个点：{param} = {value}，{tokens} / {total} 个 token …",
+    "sweep.status.done": "完成：{n} 个点，用时 {seconds} 秒；基线速度 {tps} token/秒。",
+    "sweep.status.budget": "已到本服务器单次扫描的时间上限（{seconds} 秒），完成了 {total} 个点中的 {n} 个。",
+    "sweep.status.differs": " 在 {param} = {values} 时，文本与基线不同。",
+    "sweep.err.empty": "请写出要扫描的取值，例如 1..8 或 1,2,4,8,16。",
+    "sweep.err.range": "无法读取取值 {value}：{detail}。请写整数和范围，例如 1..8 或 1,2,4,8,16。",
+    "sweep.err.points": "{n} 个取值超过了本服务器单次扫描的上限（{most}）：请减少取值。",
+    "sweep.err.tokens": "{n} 个取值加上基线，每个 {tokens} 个新 token，共 {total} 个 token，超过了本服务器单次扫描的上限（{cap}）："
+                        "请把最大新 token 数降到 {fit}，或减少取值。",
+    "sweep.err.baseline": "基线不做猜测，没有可扫描的东西：请选择一个会猜测的方法。",
+    "sweep.err.nodes": "{method} 猜测的是一条链而不是树：请扫描 k。可以扫描树节点数的方法：{methods}。",
+    "sweep.err.k": "{method} 猜测的是一棵树，其大小是节点数：请扫描树节点数（k 决定树的深度）。",
+    "headers.sweep": "tau | a | 实际猜测深度 | token/秒 | 加速比 | 预测 tau（按设定的 k） | 预测 tau（按实际猜测） | "
+                     "预测加速比（按设定的 k） | 预测加速比（按实际猜测） | c_v(n) | c | 与基线相同",
 }
 
 

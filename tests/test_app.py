@@ -109,6 +109,11 @@ class FakeBackend:
         finally:
             self.closed += 1
 
+    def verify_cost(self, model: str, sizes: list[int], chain: bool = True) -> dict[int, float]:
+        """A made-up c_v(n) curve (a chain verifies a little cheaper than a flat tree), as the Sweep tab reads it."""
+        self.calls.append(f"verify_cost:{'chain' if chain else 'tree'}")
+        return {n: 1.0 + (0.1 if chain else 0.15) * (n - 1) for n in sorted({1, *sizes})}
+
 
 SETTINGS = dict(k=4, temperature=0.0, top_p=1.0, max_new_tokens=24, seed=0, model="fake-model")
 
@@ -131,7 +136,7 @@ def test_build_demo_has_api_queue_and_shared_model_concurrency():
     assert all(f.concurrency_limit == 1 for f in heavy)
     assert demo._queue.max_size == app.QUEUE_SIZE
     cancels = [f for f in fns if f.cancels]
-    assert len(cancels) == 2  # the stop buttons of the live run and the side-by-side run
+    assert len(cancels) == 3  # the stop buttons of the live run, the side-by-side run and the sweep
 
 
 def test_demo_prompts_cover_every_category_and_stay_short():
