@@ -36,6 +36,7 @@ from specviz.events import Round, summarize
 from specviz.methods import METHODS, TREE_NODES, available_methods
 from specviz.models import EMBEDDED, load_target
 from specviz.presets import PRESETS
+from specviz.tabs import production_engine
 from specviz.tabs import sweep as sweep_tab
 
 MAX_NEW_TOKENS = 512  # the most tokens one request may generate (UI and API alike)
@@ -1097,6 +1098,8 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
                 calc = calculator_tab(ui, language)
             with ui(gr.Tab, label=tr("tab.sweep")):
                 sweep_tab.build(ui, backend, c, language, validate)
+            with ui(gr.Tab, label=tr("tab.engine")):
+                production_engine.build(ui, backend, c, language)
             with ui(gr.Tab, label=tr("tab.explain")):
                 explain_tab(ui)
             with ui(gr.Tab, label=tr("tab.api")):

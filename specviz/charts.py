@@ -153,3 +153,17 @@ def speedup_map(cost: "explain.CostInputs", lang: str = "en") -> go.Figure:
     fig.update_yaxes(title_text=text("calc.chart.a", lang), range=[0, 1])
     title = text("calc.chart.title", lang, c=f"{cost.c:.2f}", f=f"{cost.verify_share:.0%}")
     return _style(fig, title, height=380)
+
+
+def engine_acceptance_figure(series: Mapping[str, list[float]], lang: str = "en") -> go.Figure:
+    """Acceptance by draft position of a production server and of specviz's run of the same request, grouped
+    bars (series: label -> shares, [i] for position i + 1: the share of drafts that kept guess i + 1)."""
+    fig = go.Figure()
+    for n, (label, shares) in enumerate(series.items()):
+        fig.add_trace(go.Bar(x=list(range(1, len(shares) + 1)), y=shares, name=label,
+                             marker_color=PALETTE[n % len(PALETTE)], text=[f"{s:.0%}" for s in shares],
+                             textposition="outside", cliponaxis=False))
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, 1.12], tickformat=".0%", title_text=text("axis.share_of_drafts", lang))
+    fig.update_xaxes(title_text=text("axis.position", lang), dtick=1)
+    return _style(fig, text("chart.engine", lang))

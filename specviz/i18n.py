@@ -246,6 +246,105 @@ says how many fewer. Pick a prompt and a method, then press **Run**.""",
     "production.intro": "The same settings for a production server (vLLM) and for transformers' `generate()`; "
                         "what has no equivalent is said, not invented.",
     "production.no_vllm": "vLLM: no equivalent.",
+    # --- the production engine tab (specviz/tabs/production_engine.py, specviz/serving.py) ---
+    "tab.engine": "Production engine",
+    "engine.intro": """### Watch a production server
+Sends the prompt above, with the same settings (temperature, top-p, seed, max new tokens), to a real inference server
+that speaks the OpenAI API (a `vllm serve` on this machine, or a deployment across many GPUs), streams its answer,
+then runs the same method in specviz and puts the two side by side. What the server did is read from what it reports:
+vLLM's Prometheus counters on `/metrics` before and after the request, SGLang's per-request `meta_info`, llama.cpp's
+per-request `timings`.
+- **tau**: new tokens per target forward that checked a guess, bonus included: 1 + kept guesses / drafts (a draft is
+  one forward that checked guesses). 1.0 is plain decoding. Both sides are counted this way, so the numbers compare.
+- **acceptance at position i**: of all drafts, the share whose guess number i was kept (a guess counts only when
+  every guess before it was kept too). It falls with i, and 1 + the sum over the positions is tau.
+- **tokens/s** is each side's own wall clock, prompt included: a GPU server against this CPU compares hardware too.""",
+    "engine.none": "**No server is configured.** This page calls only the servers listed in `SPECVIZ_ENGINES`; "
+                   "the box below says how to start one and list it.",
+    "engine.choice": "Server (from SPECVIZ_ENGINES)",
+    "engine.url": "Or the URL of a server (takes precedence over the list)",
+    "engine.run": "Send to the server, then run specviz",
+    "engine.server_text": "The server's text",
+    "engine.specviz_text": "specviz's text (same method, same settings)",
+    "engine.setup": "How to start a server and let this page call it",
+    "engine.setup_text": """**Start a server.** vLLM: `pip install vllm` on a GPU machine, or `bash scripts/vllm_env.sh` for the CPU
+build in its own environment. Give it the method and k of the settings above as its speculative config; n-gram
+lookup with k = 4 on the embedded model's checkpoint, for example:
+```bash
+{command}
+```
+**Let the page call it.** List it when starting specviz: `SPECVIZ_ENGINES="local=http://127.0.0.1:8000" python app.py`
+(comma-separated `name=url`, or bare URLs named by host:port). In public mode (`SPECVIZ_PUBLIC=1`) the page calls only
+the listed servers; otherwise a URL typed above works too. A deployment across GPUs is the same command with
+`--tensor-parallel-size N` (and `--pipeline-parallel-size M` across nodes); the page watches it the same way.""",
+    "engine.status.asking": "Asking {url} for its model…",
+    "engine.status.streaming": "The server ({model}) at {url}: {tokens} pieces of text in {seconds} s…",
+    "engine.status.server_done": "The server ({engine}, {model}) answered: {tokens} tokens in {seconds} s "
+                                 "({tps} tokens/s).",
+    "engine.status.done": "Done: the server ({engine}, {model}) and specviz (**{method}**) on the same prompt and "
+                          "settings.",
+    "headers.engine": "measure | the server | specviz",
+    "engine.row.engine": "engine · model",
+    "engine.row.tokens": "new tokens",
+    "engine.row.tps": "tokens/s (wall clock, prompt included)",
+    "engine.row.tau": "tau: tokens per forward that checked guesses",
+    "engine.row.per_forward": "tokens per target forward (every forward)",
+    "engine.row.a": "kept / guessed",
+    "engine.row.drafts": "drafts (forwards that checked guesses)",
+    "engine.row.positions": "acceptance by position",
+    "engine.row.source": "counted from",
+    "engine.source.vllm": "vLLM's /metrics counters, before and after",
+    "engine.source.sglang": "SGLang's meta_info of this request",
+    "engine.source.llamacpp": "llama.cpp's timings of this request",
+    "engine.source.specviz": "specviz's rounds",
+    "engine.source.none": "nothing: no speculation reported",
+    "engine.read.vllm": "**What was read**: {url}/metrics before and after the request, summed over the labels "
+                        "`model_name` and `engine`: `vllm:spec_decode_num_drafts` +{drafts}, "
+                        "`vllm:spec_decode_num_draft_tokens` +{draft_tokens}, `vllm:spec_decode_num_accepted_tokens` "
+                        "+{accepted}, `vllm:spec_decode_num_accepted_tokens_per_pos` +[{per_pos}]{generated}. "
+                        "tau = 1 + {accepted} / {drafts} = **{tau}**; acceptance at position i = kept at position i / "
+                        "{drafts}.",
+    "engine.read.generated": ", `vllm:generation_tokens` +{generated} (so {forwards} target forwards: every forward "
+                             "adds one token of its own)",
+    "engine.read.sglang": "**What was read**: this request's SGLang `meta_info`: `spec_verify_ct` = {drafts} verify "
+                          "forwards kept {accepted} guesses (`spec_accept_histogram` = {histogram}); tau = 1 + "
+                          "{accepted} / {drafts} = **{tau}**.",
+    "engine.read.llamacpp": "**What was read**: this request's llama.cpp `timings`: `draft_n` = {draft_tokens} guesses, "
+                            "`draft_n_accepted` = {accepted} kept, `predicted_n` = {generated} tokens. llama.cpp does "
+                            "not count its drafting steps, so tau and the acceptance by position stay unknown; tokens "
+                            "per target forward = {generated} / ({generated} − {accepted}) = **{per_forward}**.",
+    "engine.read.specviz": "specviz's run is counted the same way from its rounds: {drafts} rounds guessed, "
+                           "{accepted} guesses kept; tau = 1 + {accepted} / {drafts} = **{tau}**.",
+    "engine.read.specviz_none": "specviz's **{method}** guesses nothing, so it has no tau or acceptance to compare.",
+    "engine.serve_hint": "To watch speculation, start vLLM with this run's method: `{command}`",
+    "chart.engine": "Acceptance by draft position: the server and specviz",
+    "axis.share_of_drafts": "share of drafts",
+    "serving.note.no_counters": "The server reported nothing about speculation: its /metrics has no "
+                                "`vllm:spec_decode_*` counters (vLLM creates them only when started with "
+                                "`--speculative-config`) and the reply carried no per-request figures.",
+    "serving.note.no_drafts": "vLLM's speculative counters did not move during this request: nothing was drafted "
+                              "(n-gram lookup, for one, guesses only where the text repeats the prompt).",
+    "serving.note.reset": "vLLM's counters went down during the request (did the server restart?): no figures for it.",
+    "serving.note.busy": "{n} requests finished on the server during this one; its counters are server-wide, so "
+                         "the figures mix them.",
+    "serving.note.no_metrics": "The server has no /metrics page, so there are no vLLM counters to read.",
+    "serving.note.metrics_error": "Could not read the server's /metrics: {reason}",
+    "serving.note.llamacpp_none": "llama.cpp's timings carry no draft counts: the server drafted nothing (start it "
+                                  "with a draft model, `-md DRAFT.gguf`).",
+    "serving.note.sglang_none": "SGLang's meta_info carries no speculative figures: it did not speculate on this "
+                                "request.",
+    "serving.err.bad_url": "{url} is not a server URL: use http(s)://host:port (no user name, password, query or "
+                           "fragment).",
+    "serving.err.no_engine": "Choose a server from the list, or type its URL.",
+    "serving.err.not_allowed": "{url} is not on this page's list of servers: public mode calls only those in "
+                               "SPECVIZ_ENGINES ({names}).",
+    "serving.err.down": "Could not connect to {url} ({reason}): is the server running, and is the address right?",
+    "serving.err.timeout": "{url} did not answer within {seconds} s: the server is busy, still loading its model, or "
+                           "out of reach.",
+    "serving.err.http": "{url} answered HTTP {status}: {detail}",
+    "serving.err.reply": "{url} answered something that is not the OpenAI API: {reason}",
+    "serving.err.stream": "{url} reported an error while generating: {reason}",
+    "serving.err.no_model": "{url} lists no model on /v1/models.",
     "production.no_generate": "transformers: no equivalent in `generate()`.",
     "note.ngram_min": "transformers' prompt lookup matches n-grams of up to max_matching_ngram_size tokens; it has "
                       "no minimum size.",
@@ -784,6 +883,89 @@ ZH = {
     # --- production ---
     "production.intro": "同样的设置在生产服务器（vLLM）和 transformers 的 `generate()` 中的写法；没有对应功能的地方会直接说明，而不是编造。",
     "production.no_vllm": "vLLM：没有对应的配置。",
+    # --- 生产引擎标签页 ---
+    "tab.engine": "生产引擎",
+    "engine.intro": """### 观察生产服务器
+把上方的提示词连同相同的设置（温度、top-p、随机种子、最多新 token 数）发给一个真实的推理服务器（只要它支持 OpenAI
+接口：本机上的 `vllm serve`，或跨多块 GPU 的部署），流式显示它的回答，然后在 specviz 中用同一方法再运行一次，两者并排对照。
+服务器做了什么，来自它自己报告的数据：vLLM 在 `/metrics` 上的 Prometheus 计数器（请求前后各读一次）、SGLang 每个请求的
+`meta_info`、llama.cpp 每个请求的 `timings`。
+- **tau**：每次验证了猜测的目标模型前向计算新增的 token 数，含奖励 token：1 + 保留的猜测数 / 草稿次数（一次草稿就是一次验证猜测的前向计算）。
+  1.0 就是普通解码。两边都这样计数，所以可以直接比较。
+- **位置 i 的接受率**：在所有草稿中，第 i 个猜测被保留的比例（只有它之前的猜测都被保留时才算）。它随 i 下降，1 加上各位置之和就是 tau。
+- **token/秒**是各自的实际耗时，含提示词处理：GPU 服务器与这台 CPU 相比，比较的也是硬件。""",
+    "engine.none": "**尚未配置服务器。**本页只会调用 `SPECVIZ_ENGINES` 中列出的服务器；下方说明如何启动并登记一个。",
+    "engine.choice": "服务器（来自 SPECVIZ_ENGINES）",
+    "engine.url": "或输入服务器地址（优先于列表）",
+    "engine.run": "发送到服务器，再运行 specviz",
+    "engine.server_text": "服务器生成的文本",
+    "engine.specviz_text": "specviz 生成的文本（同一方法、同样设置）",
+    "engine.setup": "如何启动服务器并让本页调用它",
+    "engine.setup_text": """**启动服务器。**vLLM：在 GPU 机器上 `pip install vllm`，或用 `bash scripts/vllm_env.sh` 在独立环境中安装 CPU 版。
+把上方设置中的方法和 k 作为它的推测解码配置；例如在内置模型的检查点上用 k = 4 的 n-gram 查找：
+```bash
+{command}
+```
+**让本页调用它。**启动 specviz 时登记：`SPECVIZ_ENGINES="local=http://127.0.0.1:8000" python app.py`
+（以逗号分隔的 `名称=地址`，或直接写地址，以 host:port 命名）。公开模式（`SPECVIZ_PUBLIC=1`）下本页只调用登记过的服务器；
+否则也可以在上方输入地址。跨多块 GPU 的部署用同一条命令加上 `--tensor-parallel-size N`（跨节点再加
+`--pipeline-parallel-size M`），本页的观察方式完全相同。""",
+    "engine.status.asking": "正在向 {url} 询问它的模型……",
+    "engine.status.streaming": "服务器（{model}，{url}）：{seconds} 秒内收到 {tokens} 段文本……",
+    "engine.status.server_done": "服务器（{engine}，{model}）已回答：{seconds} 秒生成 {tokens} 个 token（{tps} token/秒）。",
+    "engine.status.done": "完成：服务器（{engine}，{model}）与 specviz（**{method}**）使用同一提示词和设置。",
+    "headers.engine": "指标 | 服务器 | specviz",
+    "engine.row.engine": "引擎 · 模型",
+    "engine.row.tokens": "新 token 数",
+    "engine.row.tps": "token/秒（实际耗时，含提示词处理）",
+    "engine.row.tau": "tau：每次验证猜测的前向计算产出的 token 数",
+    "engine.row.per_forward": "每次目标模型前向计算的 token 数（全部前向计算）",
+    "engine.row.a": "保留 / 猜测",
+    "engine.row.drafts": "草稿次数（验证猜测的前向计算）",
+    "engine.row.positions": "各位置的接受率",
+    "engine.row.source": "数据来源",
+    "engine.source.vllm": "vLLM 的 /metrics 计数器（请求前后）",
+    "engine.source.sglang": "SGLang 本次请求的 meta_info",
+    "engine.source.llamacpp": "llama.cpp 本次请求的 timings",
+    "engine.source.specviz": "specviz 的各轮记录",
+    "engine.source.none": "无：服务器未报告推测解码",
+    "engine.read.vllm": "**读取的数据**：请求前后的 {url}/metrics，按标签 `model_name` 和 `engine` 求和："
+                        "`vllm:spec_decode_num_drafts` +{drafts}，`vllm:spec_decode_num_draft_tokens` +{draft_tokens}，"
+                        "`vllm:spec_decode_num_accepted_tokens` +{accepted}，"
+                        "`vllm:spec_decode_num_accepted_tokens_per_pos` +[{per_pos}]{generated}。"
+                        "tau = 1 + {accepted} / {drafts} = **{tau}**；位置 i 的接受率 = 位置 i 上保留的次数 / {drafts}。",
+    "engine.read.generated": "，`vllm:generation_tokens` +{generated}（因此共 {forwards} 次目标模型前向计算：每次前向计算都会加上一个自己的 token）",
+    "engine.read.sglang": "**读取的数据**：本次请求的 SGLang `meta_info`：`spec_verify_ct` = {drafts} 次验证前向计算，保留了 "
+                          "{accepted} 个猜测（`spec_accept_histogram` = {histogram}）；tau = 1 + {accepted} / {drafts} = "
+                          "**{tau}**。",
+    "engine.read.llamacpp": "**读取的数据**：本次请求的 llama.cpp `timings`：`draft_n` = {draft_tokens} 个猜测，"
+                            "`draft_n_accepted` = {accepted} 个被保留，`predicted_n` = {generated} 个 token。llama.cpp "
+                            "不统计草稿步数，所以 tau 和各位置的接受率未知；每次目标模型前向计算的 token 数 = {generated} / "
+                            "({generated} − {accepted}) = **{per_forward}**。",
+    "engine.read.specviz": "specviz 这一边用它的各轮记录以同样方式计数：{drafts} 轮做了猜测，保留了 {accepted} 个猜测；"
+                           "tau = 1 + {accepted} / {drafts} = **{tau}**。",
+    "engine.read.specviz_none": "specviz 的 **{method}** 不做猜测，因此没有 tau 或接受率可供比较。",
+    "engine.serve_hint": "要观察推测解码，请用本次运行的方法启动 vLLM：`{command}`",
+    "chart.engine": "各草稿位置的接受率：服务器与 specviz",
+    "axis.share_of_drafts": "占草稿次数的比例",
+    "serving.note.no_counters": "服务器没有报告任何推测解码数据：它的 /metrics 中没有 `vllm:spec_decode_*` 计数器"
+                                "（vLLM 只有在以 `--speculative-config` 启动时才会创建它们），回复中也没有单个请求的数据。",
+    "serving.note.no_drafts": "本次请求期间 vLLM 的推测解码计数器没有变化：没有生成任何草稿（例如 n-gram 查找只在文本重复提示词时才会猜测）。",
+    "serving.note.reset": "请求期间 vLLM 的计数器变小了（服务器重启了吗？）：本次请求没有数据。",
+    "serving.note.busy": "本次请求期间服务器上共完成了 {n} 个请求；它的计数器是整个服务器共用的，所以这些数据混合了它们。",
+    "serving.note.no_metrics": "服务器没有 /metrics 页面，因此没有 vLLM 计数器可读。",
+    "serving.note.metrics_error": "无法读取服务器的 /metrics：{reason}",
+    "serving.note.llamacpp_none": "llama.cpp 的 timings 中没有草稿计数：服务器没有生成草稿（请用草稿模型启动它，`-md DRAFT.gguf`）。",
+    "serving.note.sglang_none": "SGLang 的 meta_info 中没有推测解码数据：它在本次请求中没有进行推测。",
+    "serving.err.bad_url": "{url} 不是服务器地址：请使用 http(s)://host:port（不含用户名、密码、查询参数或片段）。",
+    "serving.err.no_engine": "请从列表中选择服务器，或输入它的地址。",
+    "serving.err.not_allowed": "{url} 不在本页的服务器列表中：公开模式只调用 SPECVIZ_ENGINES 中登记的服务器（{names}）。",
+    "serving.err.down": "无法连接到 {url}（{reason}）：服务器在运行吗？地址正确吗？",
+    "serving.err.timeout": "{url} 在 {seconds} 秒内没有回答：服务器繁忙、仍在加载模型，或无法访问。",
+    "serving.err.http": "{url} 返回 HTTP {status}：{detail}",
+    "serving.err.reply": "{url} 的回答不符合 OpenAI 接口：{reason}",
+    "serving.err.stream": "{url} 在生成过程中报告了错误：{reason}",
+    "serving.err.no_model": "{url} 的 /v1/models 中没有列出任何模型。",
     "production.no_generate": "transformers：`generate()` 中没有对应的参数。",
     "note.ngram_min": "transformers 的提示词查找（prompt lookup）匹配最长 max_matching_ngram_size 个 token 的 n-gram；它没有最小长度。",
     "note.no_generate": "transformers 的 generate() 不支持 {method} 解码：请用 vLLM（或 {method} 作者的代码）部署。",
