@@ -307,8 +307,8 @@ the listed servers; otherwise a URL typed above works too. A deployment across G
     "engine.read.generated": ", `vllm:generation_tokens` +{generated} (so {forwards} target forwards: every forward "
                              "adds one token of its own)",
     "engine.read.sglang": "**What was read**: this request's SGLang `meta_info`: `spec_verify_ct` = {drafts} verify "
-                          "forwards kept {accepted} guesses (`spec_accept_histogram` = {histogram}); tau = 1 + "
-                          "{accepted} / {drafts} = **{tau}**.",
+                          "forwards kept {accepted} guesses (by position, from `spec_accept_histogram`: "
+                          "[{per_pos}]); tau = 1 + {accepted} / {drafts} = **{tau}**.",
     "engine.read.llamacpp": "**What was read**: this request's llama.cpp `timings`: `draft_n` = {draft_tokens} guesses, "
                             "`draft_n_accepted` = {accepted} kept, `predicted_n` = {generated} tokens. llama.cpp does "
                             "not count its drafting steps, so tau and the acceptance by position stay unknown; tokens "
@@ -936,8 +936,8 @@ ZH = {
                         "tau = 1 + {accepted} / {drafts} = **{tau}**；位置 i 的接受率 = 位置 i 上保留的次数 / {drafts}。",
     "engine.read.generated": "，`vllm:generation_tokens` +{generated}（因此共 {forwards} 次目标模型前向计算：每次前向计算都会加上一个自己的 token）",
     "engine.read.sglang": "**读取的数据**：本次请求的 SGLang `meta_info`：`spec_verify_ct` = {drafts} 次验证前向计算，保留了 "
-                          "{accepted} 个猜测（`spec_accept_histogram` = {histogram}）；tau = 1 + {accepted} / {drafts} = "
-                          "**{tau}**。",
+                          "{accepted} 个猜测（按位置，由 `spec_accept_histogram` 得出：[{per_pos}]）；"
+                          "tau = 1 + {accepted} / {drafts} = **{tau}**。",
     "engine.read.llamacpp": "**读取的数据**：本次请求的 llama.cpp `timings`：`draft_n` = {draft_tokens} 个猜测，"
                             "`draft_n_accepted` = {accepted} 个被保留，`predicted_n` = {generated} 个 token。llama.cpp "
                             "不统计草稿步数，所以 tau 和各位置的接受率未知；每次目标模型前向计算的 token 数 = {generated} / "

@@ -30,7 +30,8 @@ from . import i18n
 from .events import Round
 
 ENGINES_ENV = "SPECVIZ_ENGINES"  # comma-separated name=url or bare urls: the servers the page may call
-TIMEOUT_S = 30.0  # connecting, and waiting for the next piece of a reply
+TIMEOUT_S = 30.0  # waiting for the server's answer, and for each next piece of it
+CONNECT_S = 5.0  # connecting (a host that does not answer at all is given up on sooner)
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
@@ -188,7 +189,7 @@ class SpecStats:
     draft_tokens: Optional[int] = None
     acceptance_by_position: list[float] = field(default_factory=list)
     generated: Optional[int] = None  # new tokens
-    forwards: Optional[int] = None  # target forwards (a server's: generated - accepted, each forward adds one of its own)
+    forwards: Optional[int] = None  # target forwards; a server's: generated - accepted (each adds one token of its own)
 
     @property
     def tau(self) -> Optional[float]:
@@ -301,16 +302,21 @@ def _talking_to(url: str, timeout: float) -> Iterator[None]:
     """httpx's failures as EngineError: the server is down, too slow, or answered nonsense."""
     try:
         yield
+    except EngineError:
+        raise
     except httpx.TimeoutException as err:
-        raise EngineError("serving.err.timeout", url=url, seconds=f"{timeout:g}") from err
+        seconds = _timeout(timeout).connect if isinstance(err, httpx.ConnectTimeout) else timeout
+        raise EngineError("serving.err.timeout", url=url, seconds=f"{seconds:g}") from err
     except (httpx.ConnectError, httpx.RemoteProtocolError) as err:
         raise EngineError("serving.err.down", url=url, reason=type(err).__name__) from err
     except httpx.HTTPError as err:
         raise EngineError("serving.err.reply", url=url, reason=str(err)[:200]) from err
-    except (ValueError, KeyError, IndexError, TypeError) as err:
-        if isinstance(err, EngineError):
-            raise
+    except (ValueError, KeyError, IndexError, TypeError) as err:  # JSON that is not what the OpenAI API sends
         raise EngineError("serving.err.reply", url=url, reason=f"{type(err).__name__}: {str(err)[:160]}") from err
+
+
+def _timeout(seconds: float) -> httpx.Timeout:
+    return httpx.Timeout(seconds, connect=min(seconds, CONNECT_S))
 
 
 def _check(response: httpx.Response, url: str) -> None:
@@ -322,7 +328,7 @@ def _check(response: httpx.Response, url: str) -> None:
 def server_info(url: str, timeout: float = TIMEOUT_S) -> tuple[str, str]:
     """(model id, owned_by) of the first model the server lists on /v1/models."""
     with _talking_to(url, timeout):
-        response = httpx.get(url + "/v1/models", timeout=timeout)
+        response = httpx.get(url + "/v1/models", timeout=_timeout(timeout))
         _check(response, url)
         models = response.json().get("data") or []
         if not models:
@@ -338,7 +344,7 @@ def server_model(url: str, timeout: float = TIMEOUT_S) -> str:
 def fetch_metrics(url: str, timeout: float = TIMEOUT_S) -> Optional[str]:
     """The server's Prometheus page; None when it has none (404)."""
     with _talking_to(url, timeout):
-        response = httpx.get(url + "/metrics", timeout=timeout)
+        response = httpx.get(url + "/metrics", timeout=_timeout(timeout))
         if response.status_code == 404:
             return None
         _check(response, url)
@@ -352,7 +358,7 @@ def stream_chunks(url: str, model: str, prompt: str, settings: ChatSettings,
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "stream": True,
             "stream_options": {"include_usage": True}, "max_tokens": settings.max_tokens,
             "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed}
-    with _talking_to(url, timeout), httpx.Client(timeout=timeout) as client, \
+    with _talking_to(url, timeout), httpx.Client(timeout=_timeout(timeout)) as client, \
             client.stream("POST", url + "/v1/chat/completions", json=body) as response:
         _check(response, url)
         for line in response.iter_lines():
@@ -435,7 +441,8 @@ def _judge(before: Optional[str], after: Optional[str], extras: dict,
     if extras.get("meta_info") is not None:
         stats = sglang_stats(extras["meta_info"])
         return stats, "sglang", () if stats else (("serving.note.sglang_none", {}),)
-    engine = "vllm" if after and is_vllm(after) else owned_by if owned_by in ("vllm", "sglang", "llamacpp") else "openai"
+    known = owned_by if owned_by in ("vllm", "sglang", "llamacpp") else "openai"  # /v1/models' owned_by
+    engine = "vllm" if after and is_vllm(after) else known
     if after is None:
         return None, engine, ()
     start, end = (spec_counters(before) if before else None), spec_counters(after)

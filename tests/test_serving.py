@@ -241,7 +241,8 @@ def test_specvizs_rounds_are_counted_the_way_vllm_counts():
 # --- which servers ------------------------------------------------------------------------------------------
 
 def test_the_allow_list_from_the_environment():
-    env = {"SPECVIZ_ENGINES": " local=http://127.0.0.1:8000/v1/ , http://gpu-7:8001,big = https://vllm.example.org/api/ "}
+    env = {"SPECVIZ_ENGINES": " local=http://127.0.0.1:8000/v1/ , http://gpu-7:8001,"
+                              "big = https://vllm.example.org/api/ "}
     assert serving.allowed_engines(env) == {"local": "http://127.0.0.1:8000", "gpu-7:8001": "http://gpu-7:8001",
                                             "big": "https://vllm.example.org/api"}
     assert serving.allowed_engines({}) == {}
@@ -313,7 +314,8 @@ class FakeServer:
         with self.lock:
             c = self.counts
             for kept in self.steps(n_tokens):
-                c["drafts"], c["draft_tokens"], c["accepted"] = c["drafts"] + 1, c["draft_tokens"] + 3, c["accepted"] + kept
+                c["drafts"], c["draft_tokens"] = c["drafts"] + 1, c["draft_tokens"] + 3
+                c["accepted"] += kept
                 for i in range(kept):
                     c["per_pos"][i] += 1
             c["generated"] += n_tokens
@@ -566,7 +568,20 @@ def test_the_tab_shows_a_server_being_down_in_its_status_line(page):
 
 
 def test_without_servers_the_tab_says_how_to_set_one_up(page):
-    texts = [b.value for b in page["demo"].blocks.values() if getattr(b, "elem_id", None) in ("engine-none", "engine-setup")]
+    texts = [b.value for b in page["demo"].blocks.values()
+             if getattr(b, "elem_id", None) in ("engine-none", "engine-setup")]
     assert any("No server is configured" in t for t in texts)
     assert any("vllm serve HuggingFaceTB/SmolLM2-135M-Instruct --port 8000 --speculative-config" in t and
                "SPECVIZ_ENGINES=" in t for t in texts)
+
+
+def test_the_words_name_what_was_read_from_each_engine():
+    def words(stats, lang="en"):
+        return production_engine.read_server(serving.ServerRun("http://x", "m", stats=stats, done=True), lang)
+
+    assert "`spec_verify_ct` = 12 verify forwards kept 19 guesses" in words(serving.sglang_stats(SGLANG_META))
+    assert "[9, 7, 3]" in words(serving.sglang_stats(SGLANG_META), "zh")
+    assert "= 32 / (32 − 19) = **2.46**" in words(serving.llamacpp_stats(LLAMACPP_TIMINGS))
+    vllm, _ = serving.counter_stats(SpecCounters(0, 0, 0, [0, 0, 0], 0), SpecCounters(4, 12, 6, [3, 2, 1], 10))
+    assert "`vllm:spec_decode_num_accepted_tokens_per_pos` +[3, 2, 1], `vllm:generation_tokens` +10" in words(vllm)
+    assert words(None) == ""

@@ -86,16 +86,12 @@ def read_server(server: ServerRun, lang: str) -> str:
     if s is None:
         return ""
     values = dict(accepted=s.accepted, drafts=s.drafts, draft_tokens=s.draft_tokens, generated=s.generated,
-                  tau=_number(s.tau), per_forward=_number(s.tokens_per_forward))
+                  tau=_number(s.tau), per_forward=_number(s.tokens_per_forward),
+                  per_pos=", ".join(str(round(share * (s.drafts or 0))) for share in s.acceptance_by_position))
     if s.source == "vllm":
         generated = (i18n.text("engine.read.generated", lang, generated=s.generated, forwards=s.forwards)
                      if s.generated is not None and s.forwards else "")
-        per_pos = ", ".join(str(round(share * s.drafts)) for share in s.acceptance_by_position)
-        return i18n.text("engine.read.vllm", lang, **{**values, "generated": generated}, url=server.url,
-                         per_pos=per_pos)
-    if s.source == "sglang":
-        histogram = [round(share * s.drafts) for share in s.acceptance_by_position]
-        return i18n.text("engine.read.sglang", lang, **values, histogram=histogram or "—")
+        return i18n.text("engine.read.vllm", lang, **{**values, "generated": generated}, url=server.url)
     return i18n.text(f"engine.read.{s.source}", lang, **values)
 
 
