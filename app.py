@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -1099,7 +1100,7 @@ def build_demo(backend: Optional[EngineBackend] = None) -> gr.Blocks:
             with ui(gr.Tab, label=tr("tab.sweep")):
                 sweep_tab.build(ui, backend, c, language, validate)
             with ui(gr.Tab, label=tr("tab.engine")):
-                production_engine.build(ui, backend, c, language)
+                production_engine.build(ui, backend, c, language, sys.modules[__name__])
             with ui(gr.Tab, label=tr("tab.explain")):
                 explain_tab(ui)
             with ui(gr.Tab, label=tr("tab.api")):

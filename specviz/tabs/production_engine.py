@@ -25,14 +25,6 @@ SETTINGS = ("prompt", "method", "k", "temperature", "top_p", "max_new_tokens", "
             "oracle_a")  # the shared controls the handler reads, in its order
 
 
-def _page():
-    """app.py's validation and run helpers (validate, growing, Throttle, status_line), imported when a request
-    comes: app.py imports this module to build the page."""
-    import app
-
-    return app
-
-
 @contextlib.contextmanager
 def server_errors(lang: str) -> Iterator[None]:
     """A server's EngineError as the tab's status line, in the page's language."""
@@ -137,12 +129,14 @@ def view(result: dict, lang: str) -> tuple:
 
 # --- the handler -------------------------------------------------------------------------------------------
 
-def compare(backend: Any, choice: Any, url: Any, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
+def compare(page: Any, backend: Any, choice: Any, url: Any, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
             nodes, typical, oracle_a, language: str = "English") -> Iterator[tuple]:
     """Stream the server's reply, then specviz's run of the same request; end with both sides' figures.
+    page: the app module that builds the page (its validate, growing, Throttle, status_line, full_text), passed in
+    because it imports this one (importing `app` here would load a second copy of its models under python app.py).
 
     Outputs: status, the server's text, specviz's text, the table, the chart, the explanation, the result."""
-    page, lang, skip = _page(), i18n.code(language), gr.skip()
+    lang, skip = i18n.code(language), gr.skip()
     req = page.validate(backend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model, lang, nodes,
                         typical, oracle_a)
     with server_errors(lang):
@@ -175,7 +169,7 @@ def redraw(result: Optional[dict], language: str) -> tuple:
 
 # --- the layout ----------------------------------------------------------------------------------------------
 
-def build(ui: Page, backend: Any, c: dict, language: gr.Radio) -> dict:
+def build(ui: Page, backend: Any, c: dict, language: gr.Radio, page: Any) -> dict:
     """The tab's layout and listeners; returns its components (for tests and the page)."""
     public, engines = backend.limits.public, serving.allowed_engines()
     ui(gr.Markdown, value=tr("engine.intro"), elem_id="engine-intro")
@@ -201,7 +195,7 @@ def build(ui: Page, backend: Any, c: dict, language: gr.Radio) -> dict:
         ui(gr.Markdown, value=tr("engine.setup_text", command=EXAMPLE_COMMAND), elem_id="engine-setup")
     result = gr.State(None)
     outputs = [status, server_text, own_text, table, plot, words, result]
-    handler = in_status(functools.partial(compare, backend), len(outputs))
+    handler = in_status(functools.partial(compare, page, backend), len(outputs))
     event = run.click(zerogpu.gpu(handler, duration=120), [choice, url] + [c[n] for n in SETTINGS] + [language],
                       outputs, **MODEL)
     language.change(redraw, [result, language], [status, table, plot, words], queue=False, **UI)
