@@ -1,9 +1,10 @@
 """The loop every method runs through: propose, verify, commit, record. Written once, as a generator."""
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
-from typing import Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -85,6 +86,7 @@ def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: Ru
         session = TargetSession(target.model, proposer.hidden_layers, capacity)
         proposer.observe(session.prefill(prompt_ids))
         ids, stream, schedule = list(prompt_ids), TextStream(target), Schedule(run)
+        piece = functools.lru_cache(maxsize=None)(target.piece)  # records show the same top tokens again and again
         broken: str | None = None  # set when the proposer raised: the rest of the run is plain
         for index in range(run.max_new_tokens):
             mode, k, note = schedule.mode(), schedule.k, broken
@@ -104,7 +106,7 @@ def speculate(target: Target, proposer: Proposer, prompt_ids: list[int], run: Ru
             if stop_reason is None and 0 < run.time_budget_s <= t2 - start:
                 stop_reason = "time_budget"  # the round's tokens are kept: the text is a prefix, never wrong
             ids.extend(emitted)
-            record = _record(index, proposer.name, mode, k, tree, verdict, emitted, target,
+            record = _record(index, proposer.name, mode, k, tree, verdict, emitted, piece,
                              stream.add(emitted, final=stop_reason is not None),
                              (t1 - t0, t2 - t1, t2 - start), len(ids) - len(prompt_ids), stop_reason, note,
                              sampling.temperature)
@@ -132,7 +134,7 @@ def _cut(emitted: list[int], eos_ids: frozenset[int], budget: int) -> tuple[list
 
 
 def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Verdict,
-            emitted: list[int], target: Target, text: str, times: tuple[float, float, float],
+            emitted: list[int], piece: Callable[[int], str], text: str, times: tuple[float, float, float],
             tokens_so_far: int, stop_reason: str | None, note: str | None, temperature: float) -> Round:
     draft_time, verify_time, elapsed = times
     path = verdict.path[: len(emitted)]  # a stop inside the accepted run cuts the path
@@ -146,18 +148,34 @@ def _record(index: int, method: str, mode: str, k: int, tree: Tree, verdict: Ver
     return Round(
         index=index, method=method, mode=mode, k=k,
         tokens=list(tree.tokens), parents=list(tree.parents),
-        pieces=[target.piece(t) for t in tree.tokens], status=status,
+        pieces=[piece(t) for t in tree.tokens], status=status,
         draft_probs=list(tree.draft_probs), target_probs=verdict.target_probs,
         accepted_path=path,
         bonus_token=verdict.bonus if has_bonus else None,
-        bonus_piece=target.piece(verdict.bonus) if has_bonus else "",
+        bonus_piece=piece(verdict.bonus) if has_bonus else "",
         bonus_prob=verdict.bonus_prob if has_bonus else None,
         bonus_source=verdict.bonus_source,
         emitted=list(emitted), text=text,
         draft_time_s=draft_time, verify_time_s=verify_time, elapsed_s=elapsed,
         tokens_so_far=tokens_so_far, finished=stop_reason is not None, stop_reason=stop_reason, note=note,
         temperature=temperature, draft_sampled=tree.draft_dists is not None, thresholds=verdict.thresholds,
+        **_reasons(verdict, status, piece, has_bonus),
     )
+
+
+def _reasons(verdict: Verdict, status: list[str], piece: Callable[[int], str], has_bonus: bool) -> dict[str, Any]:
+    """The verdict's reasons as the record's plain data, dropped at the nodes the record calls unreached."""
+
+    def per_node(values: Optional[list]) -> Optional[list]:
+        return None if values is None else [None if s == UNREACHED else v for v, s in zip(values, status)]
+
+    def shown(tops: Optional[list]) -> Optional[list]:  # (token, p) -> [piece, p to 4 significant digits, token]
+        return None if tops is None else [None if top is None or s == UNREACHED else
+                                          [[piece(t), float(f"{p:.4g}"), t] for t, p in top] for top, s in zip(tops, status)]
+
+    return dict(target_top=shown(verdict.target_top), draft_top=shown(verdict.draft_top), u=per_node(verdict.u),
+                accept_probs=per_node(verdict.accept_probs), residual_top=shown(verdict.residual_top),
+                bonus_residual_prob=verdict.bonus_residual_prob if has_bonus else None)
 
 
 def generate(target: Target, method: str, prompt: str, run: RunConfig, sampling: SamplingConfig,

@@ -53,6 +53,23 @@ class Round:
     # False: deterministic guesses (argmax, top-k, lookup), accepted w.p. p when sampling
     thresholds: Optional[list[float]] = None  # typical acceptance (lossy): per node, the target probability its
     # token had to beat; None: the exact rules (greedy, rejection sampling, or a round that guessed nothing)
+    # Why each verdict fell. Per node lists (None at a node the target did not check: status unreached); a whole
+    # field None: a record from before the field, or nothing of the kind this round. A distribution is shown by
+    # its 10 likeliest tokens as [piece, probability (4 significant digits), token id], likeliest first.
+    target_top: Optional[list[Optional[list[list]]]] = None  # the target's distribution at the node's parent as
+    # the verifier used it (after temperature, top-k, top-p; the plain softmax at temperature 0)
+    draft_top: Optional[list[Optional[list[list]]]] = None  # the draft distribution the guess was sampled from (the
+    # draft model's chain at temperature > 0); None where the guesses are chosen (argmax, top-k, lookup): the rule
+    # then takes q as a point mass on the guess (draft_probs still holds the drafter's own probability)
+    u: Optional[list[Optional[float]]] = None  # rejection sampling: the uniform draw; the node was kept iff
+    # u < accept_probs[node]. None at temperature 0 and under typical acceptance
+    accept_probs: Optional[list[Optional[float]]] = None  # min(1, p/q) for the node's token: p the target's
+    # probability, or for a later sibling what was left of it after the earlier siblings' rejections (residual_top
+    # of the sibling before); q the draft's (1 for a point mass)
+    residual_top: Optional[list[Optional[list[list]]]] = None  # at a rejected node: norm(max(0, p - q)), what is
+    # left of the target after the rejection: the next sibling is checked against it, or the bonus drawn from it
+    bonus_residual_prob: Optional[float] = None  # bonus_source "residual": the bonus token's probability in the
+    # residual it was drawn from (its probability under the plain target is bonus_prob)
 
     @property
     def n_proposed(self) -> int:

@@ -3,7 +3,7 @@ the accepted path, exactly one bonus token from the target, and the KV cache rol
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import torch
@@ -12,6 +12,9 @@ from .config import SamplingConfig
 from .events import ACCEPTED, REJECTED, UNREACHED
 from .sampling import point_mass, residual, sample, target_distribution, uniform
 from .tree import ROOT, Tree
+
+TOP = 10  # tokens kept of each distribution a record shows (target_top, draft_top, residual_top)
+Top = list[tuple[int, float]]  # a distribution's likeliest tokens as (token, probability), likeliest first
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,78 @@ class Verdict:
     bonus_prob: float
     bonus_source: str  # "target" or "residual"
     thresholds: Optional[list[float]] = None  # typical acceptance: per node, the probability its token had to beat
+    # Why each verdict fell (per node, None where the node was not checked): see Round for their meaning.
+    target_top: list[Optional[Top]] = field(default_factory=list)
+    draft_top: Optional[list[Optional[Top]]] = None
+    u: Optional[list[Optional[float]]] = None
+    accept_probs: Optional[list[Optional[float]]] = None
+    residual_top: Optional[list[Optional[Top]]] = None
+    bonus_residual_prob: Optional[float] = None
+
+
+def top_tokens(dists: torch.Tensor, k: int = TOP) -> list[Top]:
+    """(n, V) -> per row its k likeliest tokens as (token, probability), likeliest first, zeros left out:
+    one topk and one copy to Python for all the rows."""
+    if len(dists) == 0:
+        return []
+    values, tokens = dists.topk(min(k, dists.shape[-1]), dim=-1)  # (n, k) each
+    return [[(t, v) for t, v in zip(ts, vs) if v > 0] for ts, vs in zip(tokens.tolist(), values.tolist())]
+
+
+def tops_by_node(dists: torch.Tensor, rows: list[int], nodes: list[int], n: int) -> list[Optional[Top]]:
+    """top_tokens of dists[rows[j]] for each node nodes[j], laid out per node of an n-node tree (None elsewhere);
+    a row shared by siblings is ranked once."""
+    unique = sorted(set(rows))
+    ranked = dict(zip(unique, top_tokens(dists[unique]))) if unique else {}
+    out: list[Optional[Top]] = [None] * n
+    for node, row in zip(nodes, rows):
+        out[node] = ranked[row]
+    return out
+
+
+# What the rejection rule did at one node: (the uniform draw u, the min(1, p/q) it was compared with, the target
+# distribution left after a rejection, None when the node was kept).
+Tried = tuple[float, float, Optional[torch.Tensor]]
+
+
+def explained(tree: Tree, probs: torch.Tensor, verdict: Verdict, tried: Optional[dict[int, Tried]] = None,
+              left: Optional[torch.Tensor] = None) -> Verdict:
+    """The verdict with the distributions behind it: the target's top tokens at each checked node's parent; after
+    rejection sampling (`tried`, and `left`: what the bonus was drawn from), each tried node's u and min(1, p/q),
+    the draft's top tokens where the guesses were sampled, and each rejection's residual."""
+    checked = [i for i, s in enumerate(verdict.status) if s != UNREACHED]
+    n = len(tree)
+    reasons = dict(target_top=tops_by_node(probs, [tree.parents[i] + 1 for i in checked], checked, n))
+    if tried is not None:
+        rejected = [i for i in tried if tried[i][2] is not None]
+        residual_top = [None] * n
+        for node, top in zip(rejected, top_tokens(torch.stack([tried[i][2] for i in rejected])) if rejected else []):
+            residual_top[node] = top
+        reasons.update(u=[tried[i][0] if i in tried else None for i in range(n)],
+                       accept_probs=[tried[i][1] if i in tried else None for i in range(n)], residual_top=residual_top,
+                       bonus_residual_prob=float(left[verdict.bonus]) if verdict.bonus_source == "residual" else None)
+        if tree.draft_dists is not None:
+            reasons["draft_top"] = tops_by_node(tree.draft_dists, checked, checked, n)
+    return replace(verdict, **reasons)
+
+
+def try_children(tree: Tree, kids: list[int], left: torch.Tensor, generator: torch.Generator, status: list[str],
+                 tried: dict[int, Tried]) -> tuple[Optional[int], torch.Tensor]:
+    """The recursive rejection rule at one node: child c_j is kept with probability min(1, p(c_j) / q_j(c_j)); on
+    rejection p <- norm(max(0, p - q_j)) and the next child is tried. Returns the kept child (None: all were
+    rejected) and what is left of p; fills in status and tried."""
+    for child in kids:
+        token = tree.tokens[child]
+        draft = (tree.draft_dists[child].to(left.device) if tree.draft_dists is not None
+                 else point_mass(token, left))  # a draft on the GPU, p on the CPU
+        accept_prob = min(1.0, float(left[token]) / max(float(draft[token]), 1e-30))
+        u = uniform(generator)
+        if u < accept_prob:
+            status[child], tried[child] = ACCEPTED, (u, accept_prob, None)
+            return child, left
+        status[child], left = REJECTED, residual(left, draft)
+        tried[child] = (u, accept_prob, left)
+    return None, left
 
 
 def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
@@ -31,18 +106,17 @@ def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
 
     logits: (n+1, V); row 0 is the target's prediction after the root, row 1+i after node i.
     Greedy: a child is accepted when it equals the target's argmax (longest matching path).
-    Sampling: the recursive rejection rule. Sibling c_j is accepted with probability
-    min(1, p(c_j) / q_j(c_j)); on rejection p <- norm(max(0, p - q_j)) and the next sibling is
-    tried. q_j is the distribution c_j was drawn from, or a point mass for a deterministic guess.
-    When no child is accepted the bonus token is drawn from what is left of p.
-    Typical acceptance (sampling.lossy) replaces the rejection rule: see `typical_path`.
+    Sampling: the recursive rejection rule (`try_children`). q_j is the distribution c_j was drawn from, or a
+    point mass for a deterministic guess. When no child is accepted the bonus token is drawn from what is left
+    of p. Typical acceptance (sampling.lossy) replaces the rejection rule: see `typical_path`.
+    The verdict carries the reasons (`explained`).
     """
     probs = target_distribution(logits, sampling)  # (n+1, V)
     rows = [p + 1 for p in tree.parents]
     target_probs = [float(probs[r, t]) for r, t in zip(rows, tree.tokens)]
     if sampling.lossy and len(tree):
-        return typical_path(tree, probs, target_probs, sampling, generator)
-    status = [UNREACHED] * len(tree)
+        return explained(tree, probs, typical_path(tree, probs, target_probs, sampling, generator))
+    status, tried = [UNREACHED] * len(tree), {}
     children = tree.children()
     node, path, left, source = ROOT, [], probs[0], "target"
     while True:
@@ -54,24 +128,15 @@ def choose_path(tree: Tree, logits: torch.Tensor, sampling: SamplingConfig,
                 status[child] = ACCEPTED if hit else REJECTED
                 chosen = child if hit else chosen
         else:
-            for child in children[node]:
-                token = tree.tokens[child]
-                draft = (tree.draft_dists[child].to(left.device) if tree.draft_dists is not None
-                         else point_mass(token, left))  # a draft on the GPU, p on the CPU
-                accept_prob = min(1.0, float(left[token]) / max(float(draft[token]), 1e-30))
-                if uniform(generator) < accept_prob:
-                    status[child], chosen = ACCEPTED, child
-                    break
-                status[child], left, source = REJECTED, residual(left, draft), "residual"
+            chosen, left = try_children(tree, children[node], left, generator, status, tried)
+            source = "residual" if chosen is None and children[node] else "target"
         if chosen is None:
             break
         path.append(chosen)
         node, left, source = chosen, probs[chosen + 1], "target"
-    if sampling.greedy:
-        bonus = int(torch.argmax(logits[node + 1]))
-    else:
-        bonus = sample(left, generator)
-    return Verdict(path, status, target_probs, bonus, float(probs[node + 1, bonus]), source)
+    bonus = int(torch.argmax(logits[node + 1])) if sampling.greedy else sample(left, generator)
+    verdict = Verdict(path, status, target_probs, bonus, float(probs[node + 1, bonus]), source)
+    return explained(tree, probs, verdict, None if sampling.greedy else tried, left)
 
 
 def typical_thresholds(probs: torch.Tensor, sampling: SamplingConfig) -> torch.Tensor:
