@@ -780,7 +780,7 @@ def controls(ui: Page, backend: EngineBackend) -> dict[str, gr.components.Compon
         with gr.Column(scale=2):
             names = list(backend.names())
             c["method"] = ui(gr.Dropdown, names, value="ngram" if "ngram" in names else names[0],
-                             label=tr("ctl.method"))
+                             label=tr("ctl.method"), elem_id="method")
             c["method_info"] = gr.Markdown(explain.method_text(c["method"].value))
             c["k"] = ui(gr.Slider, 1, MAX_K, value=4, step=1, label=tr("ctl.k"))
             c["nodes"] = ui(gr.Slider, 0, MAX_NODES, value=0, step=1, label=tr("ctl.nodes"),

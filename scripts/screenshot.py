@@ -3,6 +3,7 @@
     python scripts/screenshot.py                      # assets/side_by_side.png: a finished side-by-side run
     python scripts/screenshot.py --url http://127.0.0.1:7860/ --methods baseline,ngram,draft
     python scripts/screenshot.py --all                # also live_run, step_mode, replay, calculator, replay_zh
+    python scripts/screenshot.py --views engine,sweep --engine-url http://127.0.0.1:8000   # only those tabs
 
 Needs Debian's chromium (apt-get install chromium fonts-noto-cjk) and Playwright for Python (pip install
 playwright); Playwright's own browser download is not used. tests/test_browser.py drives the page with the
@@ -96,6 +97,22 @@ def replay(page, demo: str, speed: float, timeout_s: float) -> None:
     wait_for_text(page, "#replay-narration", "Round 1", timeout_s)
 
 
+def production_engine(page, method: str, timeout_s: float) -> None:
+    """Send the page's prompt to the first allowed server in the Production engine tab, wait for both sides."""
+    page.locator("#method input").first.click()
+    page.get_by_role("option", name=method, exact=True).click()
+    open_tab(page, "Production engine")
+    page.locator("#engine-button").click()
+    wait_for_text(page, "#engine-status", "Done", timeout_s)
+
+
+def sweep(page, values: str, timeout_s: float) -> None:
+    open_tab(page, "Sweep")
+    page.locator("#sweep-range textarea, #sweep-range input").first.fill(values)
+    page.locator("#sweep-button").click()
+    wait_for_text(page, "#sweep-status", "Done", timeout_s)
+
+
 def switch_language(page, choice: str) -> None:
     page.locator("#language").get_by_text(choice, exact=True).click()
 
@@ -103,6 +120,21 @@ def switch_language(page, choice: str) -> None:
 def shoot(page, out: Path) -> None:
     page.wait_for_timeout(1500)  # let the last charts draw
     page.screenshot(path=str(out), full_page=True)
+
+
+def shoot_views(page, views: list[str], args: argparse.Namespace, beside) -> None:
+    """The tabs named in --views, each finished in English, then the page switched to Chinese."""
+    for view in views:
+        if view == "engine":
+            production_engine(page, args.engine_method, args.timeout)
+        elif view == "sweep":
+            sweep(page, args.sweep_values, args.timeout)
+        else:
+            raise SystemExit(f"unknown view {view!r}: engine or sweep")
+        shoot(page, beside(f"{view}.png"))
+        switch_language(page, "中文")
+        shoot(page, beside(f"{view}_zh.png"))
+        switch_language(page, "English")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=VIEWPORT["width"])
     parser.add_argument("--all", action="store_true", help="also the other views, beside --out")
     parser.add_argument("--trace", default="eagle", help="the demo trace --all replays")
+    parser.add_argument("--views", default="", help="only these, beside --out: engine (needs an allowed server: "
+                        "SPECVIZ_ENGINES), sweep; each also in Chinese")
+    parser.add_argument("--engine-method", default="ngram", help="the method the engine view compares")
+    parser.add_argument("--sweep-values", default="1..4", help="the k values the sweep view runs")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a run")
     parser.add_argument("--time-budget", type=float, default=600,
                         help="the started app's time budget per run (s): a busy machine should not cut the baseline")
@@ -135,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         with sync_playwright() as pw:
             browser, page = launch(pw, url, args.width)
             set_prompt(page, args.prompt, args.max_new_tokens)
+            views = [v for v in args.views.split(",") if v]
+            if views:
+                shoot_views(page, views, args, beside)
+                browser.close()
+                return 0
             side_by_side(page, args.methods.split(","), args.timeout)
             shoot(page, args.out)
             if args.all:
