@@ -687,6 +687,48 @@ same sweep over several prompts: `python -m specviz.bench --sweep k=1..8` (docs/
     "headers.sweep": "tau | a | depth guessed | tokens/s | speedup | predicted tau (k as set) | predicted tau (as "
                      "guessed) | predicted speedup (k as set) | predicted speedup (as guessed) | c_v(n) | c | "
                      "identical to baseline",
+    # --- the Why panel (specviz/why.py) ---
+    "why.title": "Why kept or rejected?",
+    "why.pick": "Guess to explain",
+    "why.node": "node {n} {piece}, depth {depth}: {status}",
+    "why.old": "This record was made before records carried the target's and the draft's distributions (an older "
+               "trace): there is nothing to show here. Runs made now carry them.",
+    "why.none": "This round guessed nothing: the target chose the next token on its own.",
+    "why.head": "Guess {piece} (node {n}, depth {depth}): {status}.",
+    "why.recorded": "Each distribution is recorded by its 10 likeliest tokens; · = not among them.",
+    "why.greedy.kept": "At temperature 0 the rule is simple: the target's top choice is {top} (p = {p}), and the guess "
+                       "{guess} is that token, so it is kept. No coin is tossed.",
+    "why.greedy.rejected": "At temperature 0 the rule is simple: the target's top choice is {top} (p = {p}); the guess "
+                           "{guess} (p = {pg}) is not it, so it is rejected. No coin is tossed.",
+    "why.typical.kept": "Typical acceptance (lossy): a guess passes when the target gives it more than the threshold "
+                        "{t}. p({guess}) = {p}: it passes.",
+    "why.typical.rejected": "Typical acceptance (lossy): a guess passes when the target gives it more than the "
+                            "threshold {t}. p({guess}) = {p}: it does not pass.",
+    "why.step1": "① p and q: the target's distribution p, and the draft's distribution q that the guess was "
+                 "sampled from.",
+    "why.step1.point": "① p and q: the guess {guess} was chosen, not sampled, so the rule takes q as certain: q = 1 "
+                       "for the guess and 0 for every other token, and min(1, p/q) is simply p.{own}",
+    "why.own": " (The drafter itself gave it {q}.)",
+    "why.step1.later": "Earlier guesses at this position were rejected, so p here is what was left of the target "
+                       "after them.",
+    "why.step2": "② The coin: u = {u}, drawn uniformly from [0, 1), against min(1, p/q) = min(1, {p} / {q}) = {a}.",
+    "why.step2.kept": "u = {u} < {a}: the guess is kept.",
+    "why.step2.rejected": "u = {u} ≥ {a}: the guess is rejected.",
+    "why.step3.drawn": "③ The residual: the target's token is now drawn from norm(max(0, p − q)), the probability "
+                       "the target wants and the draft did not cover. It drew {drawn} (probability {pr} there, {p} "
+                       "under p), the round's bonus token. This step keeps the text distributed exactly as the "
+                       "target's.",
+    "why.step3.next": "③ The residual norm(max(0, p − q)) is what is left of the target: the next guess at this "
+                      "position, {next}, is checked against it.",
+    "why.step3.stopped": "③ The run stopped before a token was drawn from the residual.",
+    "why.col.token": "token",
+    "why.col.target": "p (target)",
+    "why.col.draft": "q (draft)",
+    "why.col.residual": "residual norm(max(0, p − q))",
+    "why.mark.guess": "← the guess",
+    "why.mark.drawn": "← drawn",
+    "why.coin.keep": "keep",
+    "why.coin.reject": "reject",
 }
 
 ZH = {
@@ -1243,6 +1285,38 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`a`（保留 / 验�
     "sweep.err.k": "{method} 猜测的是一棵树，其大小是节点数：请扫描树节点数（k 决定树的深度）。",
     "headers.sweep": "tau | a | 实际猜测深度 | token/秒 | 加速比 | 预测 tau（按设定的 k） | 预测 tau（按实际猜测） | "
                      "预测加速比（按设定的 k） | 预测加速比（按实际猜测） | c_v(n) | c | 与基线相同",
+    # --- the Why panel (specviz/why.py) ---
+    "why.title": "为什么保留或拒绝？",
+    "why.pick": "要解释的猜测",
+    "why.node": "节点 {n} {piece}，深度 {depth}：{status}",
+    "why.old": "这条记录产生于记录携带目标模型和草稿分布之前（较早的 trace）：这里没有可显示的内容。现在的运行都会携带它们。",
+    "why.none": "这一轮没有猜测：目标模型自己选择了下一个 token。",
+    "why.head": "猜测 {piece}（节点 {n}，深度 {depth}）：{status}。",
+    "why.recorded": "每个分布只记录概率最高的 10 个 token；· 表示不在其中。",
+    "why.greedy.kept": "在温度 0 下规则很简单：目标模型的首选是 {top}（p = {p}），而猜测 {guess} 正是这个 token，所以被保留。不需要抽签。",
+    "why.greedy.rejected": "在温度 0 下规则很简单：目标模型的首选是 {top}（p = {p}）；猜测 {guess}（p = {pg}）不是它，所以被拒绝。不需要抽签。",
+    "why.typical.kept": "典型接受（有损）：目标模型给猜测的概率高于阈值 {t} 就通过。p({guess}) = {p}：通过。",
+    "why.typical.rejected": "典型接受（有损）：目标模型给猜测的概率高于阈值 {t} 就通过。p({guess}) = {p}：未通过。",
+    "why.step1": "① p 和 q：目标模型的分布 p，以及猜测从中采样的草稿分布 q。",
+    "why.step1.point": "① p 和 q：猜测 {guess} 是选出来的而不是采样的，所以规则把 q 视为确定：猜测的 q = 1，其他 token 为 0，"
+                       "min(1, p/q) 就是 p。{own}",
+    "why.own": "（草稿方法自己给它的概率是 {q}。）",
+    "why.step1.later": "这个位置上更早的猜测已被拒绝，所以这里的 p 是目标分布去掉它们之后剩下的部分。",
+    "why.step2": "② 抽签：u = {u}，在 [0, 1) 中均匀抽取，与 min(1, p/q) = min(1, {p} / {q}) = {a} 比较。",
+    "why.step2.kept": "u = {u} < {a}：猜测被保留。",
+    "why.step2.rejected": "u = {u} ≥ {a}：猜测被拒绝。",
+    "why.step3.drawn": "③ 残差分布：现在从 norm(max(0, p − q)) 中抽取目标模型的 token，也就是目标模型想要、而草稿没有覆盖的那部分概率。"
+                       "抽到的是 {drawn}（在残差分布中的概率为 {pr}，在 p 中为 {p}），它就是这一轮的奖励 token。正是这一步保证输出与目标模型的分布完全一致。",
+    "why.step3.next": "③ 残差分布 norm(max(0, p − q)) 是目标分布剩下的部分：这个位置的下一个猜测 {next} 将与它比较。",
+    "why.step3.stopped": "③ 运行在从残差分布中抽取 token 之前就停止了。",
+    "why.col.token": "词元",
+    "why.col.target": "p（目标模型）",
+    "why.col.draft": "q（草稿）",
+    "why.col.residual": "残差分布 norm(max(0, p − q))",
+    "why.mark.guess": "← 猜测",
+    "why.mark.drawn": "← 抽中",
+    "why.coin.keep": "保留",
+    "why.coin.reject": "拒绝",
 }
 
 
