@@ -29,7 +29,7 @@ from typing import Any, Iterator, Optional
 import gradio as gr
 import torch
 
-from specviz import charts, explain, i18n, production, render, trace, zerogpu
+from specviz import charts, explain, i18n, production, render, trace, why, zerogpu
 from specviz.ui import MODEL, UI, Localized, Page, error, in_status, shown, tr, user_errors
 from specviz.config import MAX_K, RunConfig, SamplingConfig
 from specviz.engine import generate
@@ -319,19 +319,39 @@ def speedup_of(rounds: list[Round], base: Optional[list[Round]]) -> Optional[flo
     return summarize(rounds, base_tps)["speedup"] if rounds else None
 
 
-def inspect_round(rounds: list[Round], number: Any, language: str = "English") -> tuple[str, dict]:
-    """The tree picture and token table of round `number` (1-based; clamped to the run)."""
+def inspect_round(rounds: list[Round], number: Any, language: str = "English") -> tuple:
+    """The tree picture, token table and Why panel (its node picker, then the panel) of round `number`
+    (1-based; clamped to the run)."""
     lang = i18n.code(language)
     if not rounds:
-        return "", render.table("headers.tokens", [], lang)
-    r = rounds[min(max(int(number or len(rounds)), 1), len(rounds)) - 1]
-    return render.tree_svg(r, lang=lang), render.table("headers.tokens", render.token_rows(r, lang), lang)
+        return "", render.table("headers.tokens", [], lang), *why_view(None, None, lang)
+    r = picked(rounds, number)
+    return (render.tree_svg(r, lang=lang), render.table("headers.tokens", render.token_rows(r, lang), lang),
+            *why_view(r, None, lang))
+
+
+def picked(rounds: list[Round], number: Any) -> Round:
+    return rounds[min(max(int(number or len(rounds)), 1), len(rounds)) - 1]
+
+
+def why_view(r: Optional[Round], node: Any, lang: str) -> tuple[dict, str]:
+    """The Why panel's node picker (the round's checked guesses) and the panel for `node` (None: the first
+    rejected guess, else the last kept one)."""
+    if r is None:
+        return gr.update(choices=[], value=None), ""
+    node = node if node in why.checked_nodes(r) else why.default_node(r)
+    return gr.update(choices=why.node_choices(r, lang), value=node), why.why_html(r, node, lang)
+
+
+def inspect_why(rounds: list[Round], number: Any, node: Any, language: str = "English") -> tuple[dict, str]:
+    """The live inspector's Why panel for another guess of the round shown."""
+    return why_view(picked(rounds, number) if rounds else None, node, i18n.code(language))
 
 
 # --- live run ---------------------------------------------------------------------------------------
 
 RUN_FIELDS = ("status", "stream", "text", "acceptance", "histogram", "speed", "timeline", "table", "pick",
-              "tree", "tokens", "lossless", "formula", "last_run", "base", "cache")  # the live tab's outputs
+              "tree", "tokens", "lossless", "formula", "last_run", "base", "cache", "why_node", "why")  # the live tab's outputs
 
 
 def live_status(rounds: list[Round], base: Optional[list[Round]], done: bool, lang: str) -> str:
@@ -364,13 +384,13 @@ def single_outputs(req: Request, rounds: list[Round], base: Optional[list[Round]
     head = (status, render.stream_html(rounds, lang=lang))
     if not refresh:
         return head + (skip,) * (len(RUN_FIELDS) - len(head))
-    tree, tokens = inspect_round(rounds, len(rounds), lang)
+    tree, tokens, why_node, why_panel = inspect_round(rounds, len(rounds), lang)
     more = (full_text(rounds), *charts.all_figures({req.method: rounds}, base, lang),
             render.table("headers.rounds", render.round_rows(rounds, lang), lang),
             gr.Number(value=len(rounds), maximum=len(rounds)), tree, tokens)
     if not final:  # the previous run's checks and baseline must not stand beside this run
-        return head + more + ("", "", rounds, None, skip)
-    return head + more + (*live_checks(rounds, base, lang), rounds, base, cache)
+        return head + more + ("", "", rounds, None, skip, why_node, why_panel)
+    return head + more + (*live_checks(rounds, base, lang), rounds, base, cache, why_node, why_panel)
 
 
 def run_single(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed, model,
@@ -511,7 +531,17 @@ def step_outputs(state: dict, lang: str = "en") -> tuple:
                        summary=render.round_summary(r, lang), tokens=r.tokens_so_far)
     return (status, render.stream_html(rounds[: pos + 1], highlight=pos, lang=lang),
             render.narrate(r, state["greedy"], lang), render.tree_svg(r, lang=lang),
-            render.table("headers.tokens", render.token_rows(r, lang), lang), state)
+            render.table("headers.tokens", render.token_rows(r, lang), lang), *why_view(r, state.get("node"), lang),
+            state)
+
+
+def step_why(state: Optional[dict], node: Any, language: str = "English") -> tuple:
+    """The step view's Why panel for another guess of the round shown (kept in the state for the language
+    switch): the picker, the panel, the state."""
+    lang = i18n.code(language)
+    if not state or not state.get("rounds"):
+        raise error("err.step_first", lang)
+    return (*why_view(state["rounds"][state["pos"]], node, lang), {**state, "node": node})
 
 
 def step_prepare(backend: EngineBackend, prompt, method, k, temperature, top_p, max_new_tokens, seed,
@@ -523,7 +553,7 @@ def step_prepare(backend: EngineBackend, prompt, method, k, temperature, top_p, 
     skip, tick, rounds = gr.skip(), Throttle(), []
     for rounds in growing(backend, req, lang):
         if tick():
-            yield (i18n.text("step.preparing", lang, method=req.method, n=len(rounds)),) + (skip,) * 5
+            yield (i18n.text("step.preparing", lang, method=req.method, n=len(rounds)),) + (skip,) * 7
     yield step_outputs({"rounds": rounds, "pos": 0, "greedy": req.sampling.greedy, "label": req.method}, lang)
 
 
@@ -533,7 +563,7 @@ def step_move(state: Optional[dict], language: str = "English", *, delta: int) -
     if not state or not state.get("rounds"):
         raise error("err.step_first", lang)
     pos = min(max(state["pos"] + delta, 0), len(state["rounds"]) - 1)
-    return step_outputs({**state, "pos": pos}, lang)
+    return step_outputs({**state, "pos": pos, "node": None}, lang)
 
 
 def step_view(state: Optional[dict], empty: str, lang: str) -> tuple:
@@ -541,7 +571,7 @@ def step_view(state: Optional[dict], empty: str, lang: str) -> tuple:
     if state and state.get("rounds"):
         return step_outputs(state, lang)[:-1]
     return ("", render.stream_html([], i18n.text(empty, lang), lang=lang), "", "",
-            render.table("headers.tokens", [], lang))
+            render.table("headers.tokens", [], lang), *why_view(None, None, lang))
 
 
 # --- traces: save a run, replay it without a model ---------------------------------------------------
@@ -820,6 +850,13 @@ def dataframe(ui: Page, key: str, **kwargs: Any) -> gr.Dataframe:
               **kwargs)
 
 
+def why_box(ui: Page, name: str) -> tuple[gr.Dropdown, gr.HTML]:
+    """The Why panel: a picker of the round's checked guesses, and the panel (elem ids NAME-why-node, NAME-why)."""
+    with ui(gr.Accordion, label=tr("why.title"), open=True):
+        node = ui(gr.Dropdown, [], label=tr("why.pick"), elem_id=f"{name}-why-node")
+        return node, gr.HTML(elem_id=f"{name}-why")
+
+
 def production_box(ui: Page, key: str, elem_id: str) -> gr.Markdown:
     with ui(gr.Accordion, label=tr(key), open=False):
         return gr.Markdown(elem_id=elem_id)
@@ -850,9 +887,11 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
         pick = ui(gr.Number, 1, precision=0, minimum=1, label=tr("live.pick"))
         tree = gr.HTML()
         tokens = dataframe(ui, "headers.tokens")
+        why_node, why_panel = why_box(ui, "live")
     with ui(gr.Accordion, label=tr("live.all_rounds"), open=False):
         table = dataframe(ui, "headers.rounds", max_height=400)
-    outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache]
+    outputs = [status, stream, text, *figures, table, pick, tree, tokens, lossless, formula, last_run, live_base, cache,
+               why_node, why_panel]
     saved = ui(gr.File, label=tr("live.trace_file"), interactive=False, elem_id="run-trace")
     event = run.click(zerogpu.gpu(in_status(functools.partial(run_single, backend), len(outputs)), duration=60),
                       [c[n] for n in SETTINGS] + [with_baseline, cache, language, c["nodes"], c["typical"],
@@ -862,7 +901,9 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
     event.then(in_status(functools.partial(save_single, backend), 3, None),
                [last_run] + trace_settings(c) + [language, c["typical"]], [saved, deploy, deployed], **UI)
     stop.click(None, None, None, cancels=[event], queue=False, **UI).then(stopped, language, status, queue=False, **UI)
-    pick.input(inspect_round, [last_run, pick, language], [tree, tokens], queue=False, **UI)
+    pick.input(inspect_round, [last_run, pick, language], [tree, tokens, why_node, why_panel], queue=False, **UI)
+    why_node.input(in_status(inspect_why, 2, None), [last_run, pick, why_node, language], [why_node, why_panel],
+                   queue=False, **UI)
     return dict(event=event, rounds=last_run, base=live_base, stream=stream, figures=figures, table=table,
                 status=status, lossless=lossless, formula=formula, deploy=deploy, deployed=deployed)
 
@@ -929,7 +970,10 @@ def step_tab(ui: Page, backend: EngineBackend, c: dict, language: gr.Radio) -> d
             narration = gr.Markdown(elem_id="step-narration")
     tree = gr.HTML()
     tokens = dataframe(ui, "headers.tokens")
-    outputs = [status, stream, narration, tree, tokens, state]
+    why_node, why_panel = why_box(ui, "step")
+    outputs = [status, stream, narration, tree, tokens, why_node, why_panel, state]
+    why_node.input(in_status(step_why, 3, None), [state, why_node, language], [why_node, why_panel, state],
+                   queue=False, **UI)
     prepare.click(zerogpu.gpu(in_status(functools.partial(step_prepare, backend), len(outputs)), duration=30),
                   [c[n] for n in SETTINGS] + [language, c["nodes"], c["typical"], c["oracle_a"]], outputs, **MODEL)
     for button, delta in ((back, -1), (forward, 1), (first, -MAX_NEW_TOKENS), (last, MAX_NEW_TOKENS)):
@@ -969,10 +1013,13 @@ def replay_tab(ui: Page, language: gr.Radio) -> dict:
             narration = gr.Markdown(elem_id="replay-narration")
     tree = gr.HTML(elem_id="replay-tree")
     tokens = dataframe(ui, "headers.tokens")
+    why_node, why_panel = why_box(ui, "replay")
     state = gr.State(None)
+    why_node.input(in_status(step_why, 3, None), [state, why_node, language], [why_node, why_panel, state],
+                   queue=False, **UI)
     outputs = [status, *columns, summary, *figures, runs, label, deploy, replayed]
     event = play.click(in_status(replay, len(outputs)), [upload, demo, speed, language], outputs, **UI)
-    replay_outputs = [step_status, stream, narration, tree, tokens, state]
+    replay_outputs = [step_status, stream, narration, tree, tokens, why_node, why_panel, state]
     step = in_status(replay_step, len(replay_outputs))
     event.success(step, [runs, label, language], replay_outputs, **UI)
     start.click(step, [runs, label, language], replay_outputs, **UI)

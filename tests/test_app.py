@@ -234,7 +234,7 @@ def test_run_single_streams_every_round_then_checks_against_the_baseline():
     assert 'sv-rejected' in stream and 'sv-bonus' in stream and "line-through" in stream
     assert text == "".join(r.text for r in ngram_rounds)
     assert all(isinstance(f, go.Figure) for f in figures)
-    lossless, formula, last_run, base, cache = final[11:]
+    lossless, formula, last_run, base, cache = final[11:16]
     assert "Identical to the baseline" in lossless and base == list(canned_run("baseline", 24, 4))
     assert "expected speedup" in formula and "measured speedup" in formula and "×" in formula
     assert last_run == ngram_rounds
@@ -244,7 +244,7 @@ def test_run_single_streams_every_round_then_checks_against_the_baseline():
 
 def test_run_single_reuses_the_sessions_baseline():
     backend = FakeBackend()
-    cache = single(backend)[-1][-1]
+    cache = single(backend)[-1][app.RUN_FIELDS.index("cache")]
     single(backend, method="eagle", cache=cache)
     assert backend.calls == ["ngram", "baseline", "eagle"]
     single(backend, prompt="Another prompt", cache=cache)
@@ -256,7 +256,7 @@ def test_run_single_baseline_is_its_own_reference():
     final = single(backend, method="baseline")[-1]
     assert backend.calls == ["baseline"]
     assert "baseline itself" in final[11]
-    assert len(final[-1]) == 1
+    assert len(final[app.RUN_FIELDS.index("cache")]) == 1
 
 
 def test_run_single_shows_the_first_difference():
@@ -280,11 +280,11 @@ def test_typical_acceptance_reaches_the_engine_and_is_called_lossy():
     final = list(app.run_single(backend, "Count to ten", "ngram", 4, 0.8, 1.0, 24, 0, "fake-model", True, {},
                                 "English", 0, True))[-1]
     assert "Typical acceptance is lossy" in final[11]
-    assert all(r.thresholds == [0.08] * r.n_proposed for r in final[-3])
+    assert all(r.thresholds == [0.08] * r.n_proposed for r in final[app.RUN_FIELDS.index("last_run")])
     final = list(app.run_single(backend, "Count to ten", "ngram", 4, 0.8, 1.0, 24, 0, "fake-model", True, {},
                                 "中文", 0, True))[-1]
     assert "典型接受是有损的" in final[11]
-    path, _, saved = app.save_single(backend, final[-3], "Count to ten", 4, 0.8, 1.0, 24, 0, "fake-model",
+    path, _, saved = app.save_single(backend, final[app.RUN_FIELDS.index("last_run")], "Count to ten", 4, 0.8, 1.0, 24, 0, "fake-model",
                                      "English", True)
     assert saved.sampling.typical and "typical acceptance (lossy) has no equivalent" in app.production_markdown(saved)
 
@@ -328,10 +328,10 @@ def test_engine_value_errors_reach_the_user_as_gr_error():
 
 def test_inspect_round_clamps_and_draws_the_tree():
     rounds = list(canned_run("eagle", 24, 3))
-    tree, table = app.inspect_round(rounds, 1)
+    tree, table, node, panel = app.inspect_round(rounds, 1)
     assert "<svg" in tree and table["data"][-1][0] == "bonus" and table["headers"][0] == "node"
     assert app.inspect_round(rounds, 999)[1]["data"] == render.token_rows(rounds[-1])
-    assert app.inspect_round([], 1) == ("", {"headers": render.headers("headers.tokens"), "data": []})
+    assert app.inspect_round([], 1)[:2] == ("", {"headers": render.headers("headers.tokens"), "data": []})
 
 
 # --- side by side ----------------------------------------------------------------------------------------
@@ -359,7 +359,7 @@ def test_compare_runs_the_baseline_first_and_ends_with_a_summary():
 
 def test_compare_measures_a_fresh_baseline_that_the_live_run_then_reuses():
     backend = FakeBackend()
-    cache = single(backend)[-1][-1]
+    cache = single(backend)[-1][app.RUN_FIELDS.index("cache")]
     final = list(app.run_compare(backend, "Count to ten", ["ngram", "eagle"], 4, 0.0, 1.0, 24, 0, "fake-model",
                                  cache))[-1]
     assert backend.calls == ["ngram", "baseline", "baseline", "ngram", "eagle"]
@@ -422,7 +422,7 @@ def test_a_run_cut_by_the_time_budget_is_compared_on_its_prefix_only():
 def test_step_mode_reveals_one_round_per_click():
     backend = FakeBackend()
     outs = list(app.step_prepare(backend, "hi", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model"))
-    status, stream, narration, tree, rows, state = outs[-1]
+    status, stream, narration, tree, rows, why_node, why_panel, state = outs[-1]
     assert "round **1** of" in status and stream.count('class="sv-round"') == 1
     assert "guessed **4** tokens" in narration and "kept **4**" in narration
     step2 = app.step_move(state, delta=1)
@@ -804,7 +804,7 @@ def test_a_new_live_run_clears_the_previous_runs_checks_and_baseline_at_once():
     first = single(backend)
     assert first[-1][RUN_FIELDS.index("lossless")]  # the finished run's checks were shown
     second = app.run_single(backend, "Another prompt", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model", True,
-                            first[-1][-1])
+                            first[-1][RUN_FIELDS.index("cache")])
     opening = next(second)  # the first update of the new run, long before its baseline
     for name in ("lossless", "formula"):
         assert opening[RUN_FIELDS.index(name)] == ""

@@ -17,7 +17,7 @@ from test_app import FakeBackend, canned_run
 ROOT = Path(__file__).resolve().parents[1]
 TERMS = ("推测解码", "草稿模型", "目标模型", "接受率", "加速比", "奖励 token", "验证", "前向计算")
 SAME_IN_BOTH = {"tab.api", "ctl.top_p"}  # the same word in both languages
-N_VIEWS = 46  # outputs of the switch after the registered components: the views redrawn from their state
+N_VIEWS = 50  # outputs of the switch after the registered components: the views redrawn from their state
 
 
 def placeholders(template: str) -> set[str]:

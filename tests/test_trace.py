@@ -139,7 +139,7 @@ def test_a_saved_comparison_replays_with_model_loading_blocked(tmp_path, no_mode
     assert [row[-1] for row in table] == ["yes", "yes", "yes"]  # the same lossless check as a live comparison
     assert all(isinstance(f, go.Figure) for f in figures)
     assert runs == trace.load(path).runs and choice["value"] == "ngram"  # step mode starts on the first guesser
-    status, stream, narration, tree, tokens, state = app.replay_step(runs, "eagle")
+    status, stream, narration, tree, tokens, why_node, why_panel, state = app.replay_step(runs, "eagle")
     assert "round **1**" in status and "<svg" in tree and narration
     assert app.step_move(state, delta=1)[-1]["pos"] == 1
 

@@ -215,3 +215,61 @@ def test_old_records_without_the_fields_still_load_replay_and_say_so(tmp_path):
     assert why.why_html(replace(r, tokens=[], parents=[], pieces=[], status=[], draft_probs=[], target_probs=[],
                                 accepted_path=[], target_top=[], u=[], accept_probs=[], residual_top=[],
                                 draft_top=None)).count("guessed nothing") == 1
+
+
+# --- the page ------------------------------------------------------------------------------------------------
+
+def test_the_live_inspector_shows_the_why_panel_and_another_guess_on_request():
+    import app
+
+    rounds = [chain(index=0), chain(index=1, u=[0.2, 0.1], status=[ACCEPTED, ACCEPTED], accepted_path=[0, 1],
+                                    residual_top=[None, None], bonus_source="target", bonus_residual_prob=None)]
+    tree, table, node, panel = app.inspect_round(rounds, 1)
+    assert node["value"] == 1 and [value for _, value in node["choices"]] == [0, 1]
+    assert "u = 0.900 ≥ 0.300" in panel and "<svg" in tree
+    node, panel = app.inspect_why(rounds, 1, 0)
+    assert node["value"] == 0 and "u = 0.200 &lt; 0.500" in panel
+    node, panel = app.inspect_round(rounds, 2)[2:]
+    assert node["value"] == 1 and "kept" in panel  # no rejection: the last kept guess
+    assert app.inspect_round([], 1)[2:] == (app.gr.update(choices=[], value=None), "")
+    assert "older trace" in app.inspect_round([replace(rounds[0], target_top=None)], 1)[3]
+
+
+def test_a_live_run_ends_with_the_why_panel_of_its_last_round():
+    import app
+    from test_app import FakeBackend
+
+    final = list(app.run_single(FakeBackend(), "hi", "ngram", 4, 0.0, 1.0, 24, 0, "fake-model", False, {}))[-1]
+    assert len(final) == len(app.RUN_FIELDS)
+    assert "older trace" in final[app.RUN_FIELDS.index("why")]  # the canned records carry no distributions
+
+
+def test_step_mode_shows_the_why_panel_keeps_the_chosen_guess_and_resets_it_on_a_new_round():
+    import app
+
+    state = {"rounds": [chain(index=0), chain(index=1)], "pos": 0, "greedy": False, "label": "draft"}
+    *view, node, panel, same = app.step_outputs(state)
+    assert node["value"] == 1 and "u = 0.900" in panel and same is state
+    node, panel, chosen = app.step_why(state, 0)
+    assert node["value"] == 0 and "u = 0.200" in panel and chosen["node"] == 0
+    assert "u = 0.200" in app.step_view(chosen, "step.press_prepare", "en")[-1]  # kept for the language switch
+    assert "抽签" in app.step_view(chosen, "step.press_prepare", "zh")[-1]
+    moved = app.step_move(chosen, delta=1)
+    assert moved[-1]["node"] is None and moved[-3]["value"] == 1  # a new round opens on its first rejection
+    assert app.step_view(None, "step.press_prepare", "en")[-1] == ""
+    with pytest.raises(app.gr.Error, match="Prepare"):
+        app.step_why(None, 0)
+
+
+def test_the_page_wires_the_why_pickers():
+    import app
+    from test_app import FakeBackend
+
+    demo = app.build_demo(FakeBackend())
+    for name in ("live", "step", "replay"):
+        [picker] = [f for f in demo.fns.values() if any(getattr(b, "elem_id", None) == f"{name}-why-node" for b in f.inputs)
+                    and any(getattr(b, "elem_id", None) == f"{name}-why" for b in f.outputs)]
+        if name == "live":
+            assert picker.fn([chain()], 1, 0, "English")[0]["value"] == 0
+        else:  # wrapped in in_status: with no view yet the outputs keep what they show
+            assert picker.fn(None, 0, "English") == (app.gr.skip(),) * 3
