@@ -729,6 +729,7 @@ same sweep over several prompts: `python -m specviz.bench --sweep k=1..8` (docs/
     "why.mark.drawn": "← drawn",
     "why.coin.keep": "keep",
     "why.coin.reject": "reject",
+    "why.more": "… and {n} less likely tokens",
 }
 
 ZH = {
@@ -1317,6 +1318,7 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`a`（保留 / 验�
     "why.mark.drawn": "← 抽中",
     "why.coin.keep": "保留",
     "why.coin.reject": "拒绝",
+    "why.more": "…… 以及 {n} 个概率更低的 token",
 }
 
 

@@ -147,6 +147,7 @@ def explain_node(r: Round, node: int) -> Optional[Why]:
 # --- the panel as HTML ------------------------------------------------------------------------------------
 
 BAR_PX = 130  # width of a probability bar of 1
+ROWS = 12  # tokens shown at most: the likeliest under any of the distributions, the guess and the drawn token always
 
 
 def why_html(r: Round, node: Optional[int] = None, lang: str = "en") -> str:
@@ -207,16 +208,27 @@ def _bars(w: Why, columns: tuple[str, ...], lang: str) -> str:
     head = "".join(f'<th style="text-align:left;font-weight:600;padding:2px 6px">{html.escape(text(names[c], lang))}</th>'
                    for c in columns)
     rows = []
-    for b in w.bars:
+    for b in shown_bars(w.bars):
         values = {TARGET_BAR: b.target, DRAFT_BAR: b.draft, RESIDUAL_BAR: b.residual}
         role = w.status if b.guess else "bonus" if b.drawn else "plain"
         mark = (text("why.mark.guess", lang) if b.guess else text("why.mark.drawn", lang) if b.drawn else "")
         cells = "".join(_bar_cell(values[c], "#1d4ed8" if b.drawn and c == RESIDUAL_BAR else c) for c in columns)
         rows.append(f'<tr><td style="padding:1px 6px;white-space:nowrap">{token_span(b.piece, role, mark or b.piece)}'
                     f'<span style="font-size:11px;color:#6b7280"> {html.escape(mark)}</span></td>{cells}</tr>')
+    more = len(w.bars) - len(rows)
+    more = (f'<tr><td colspan="{1 + len(columns)}" style="padding:1px 6px;font-size:12px;color:#6b7280">'
+            f'{html.escape(text("why.more", lang, n=more))}</td></tr>' if more else "")
     return (f'<table class="sv-why-bars" style="border-collapse:collapse;font-size:13px;margin:4px 0">'
             f'<tr><th style="text-align:left;padding:2px 6px">{html.escape(text("why.col.token", lang))}</th>{head}</tr>'
-            f'{"".join(rows)}</table>')
+            f'{"".join(rows)}{more}</table>')
+
+
+def shown_bars(bars: list[Bar], limit: int = ROWS) -> list[Bar]:
+    """The rows worth a class's attention, in their order: the guess, the drawn token, then the largest."""
+    size = {id(b): max(b.target or 0, b.draft or 0, b.residual or 0) for b in bars}
+    ranked = sorted(bars, key=lambda b: (not (b.guess or b.drawn), -size[id(b)]))
+    keep = {id(b) for b in ranked[:limit]}
+    return [b for b in bars if id(b) in keep]
 
 
 def _bar_cell(value: Optional[float], color: str) -> str:
@@ -225,7 +237,7 @@ def _bar_cell(value: Optional[float], color: str) -> str:
     width = max(1, round(min(value, 1.0) * BAR_PX)) if value > 0 else 0
     return (f'<td style="padding:1px 6px;white-space:nowrap"><span style="display:inline-block;vertical-align:middle;'
             f'width:{width}px;height:10px;background:{color};border-radius:2px"></span>'
-            f'<span style="font-size:12px;margin-left:4px">{fmt_prob(value)}</span></td>')
+            f'<span style="font-size:12px;margin-left:4px">{_num(value)}</span></td>')
 
 
 def _coin(w: Why, lang: str) -> str:
@@ -260,4 +272,5 @@ def _tok(piece: str, role: str) -> str:
 
 
 def _num(value: Optional[float]) -> str:
-    return html.escape(fmt_prob(value))
+    """A probability to 3 decimals; a tiny one as "<0.001", not as a zero it is not."""
+    return "&lt;0.001" if value is not None and 0 < value < 0.0005 else html.escape(fmt_prob(value))

@@ -273,3 +273,16 @@ def test_the_page_wires_the_why_pickers():
             assert picker.fn([chain()], 1, 0, "English")[0]["value"] == 0
         else:  # wrapped in in_status: with no view yet the outputs keep what they show
             assert picker.fn(None, 0, "English") == (app.gr.skip(),) * 3
+
+
+def test_the_panel_shows_at_most_twelve_tokens_always_with_the_guess_and_the_drawn_one():
+    many = [[f" w{i}", round(0.09 - 0.004 * i, 4), 100 + i] for i in range(10)]
+    r = chain(target_top=[None, many], draft_top=[None, [[f" d{i}", 0.05, 200 + i] for i in range(10)]],
+              residual_top=[None, [[" ran", 0.3, 13]] + many[:9]], status=[ACCEPTED, REJECTED])
+    w = why.explain_node(r, 1)
+    assert len(w.bars) == 22  # the union: ten of p (the guess among none of them), ten of q, ' ran', ' sat'
+    shown = why.shown_bars(w.bars)
+    assert len(shown) == why.ROWS and any(b.guess for b in shown) and any(b.drawn for b in shown)
+    assert [b for b in w.bars if b in shown] == shown  # in the panel's order
+    assert "… and 10 less likely tokens" in why.why_html(r, 1)
+    assert "&lt;0.001" in why._num(0.0001) and why._num(0.0) == "0.000"
