@@ -249,7 +249,8 @@ def verify_cost_figure(lang: str = "en") -> go.Figure:
 def _tabs(lang: str) -> dict[str, str]:
     """The tabs' names as the page shows them, for the "try it" links."""
     column = text("headers.tokens", lang).split(" | ")[-1]
-    return dict(step=text("tab.step", lang), live=text("tab.live", lang), calc=text("tab.calc", lang), column=column)
+    return dict(step=text("tab.step", lang), live=text("tab.live", lang), calc=text("tab.calc", lang), column=column,
+                sweep=text("tab.sweep", lang), why=text("why.title", lang))
 
 
 def _symbols_example(lang: str) -> str:

