@@ -7,8 +7,8 @@
 Each trace is a side-by-side run of up to four methods (what the Replay tab shows) on one example prompt
 of demos/prompts.jsonl, at the page's 96 new tokens: greedy chat, the spelling fix (copying) and the code fix
 with n-gram and Medusa; the tree methods (EAGLE, Medusa, the draft model) on the JSON prompt; and n-gram on the
-spelling fix sampled at temperature 0.5, top-p 0.9, where most copied guesses are still kept and the rejected
-ones show residual resampling (seed 2; at 0.7 the 135M model's sampled answers ramble, and sampled chat at 0.5
+spelling fix sampled at temperature 0.5, top-p 0.9 with n-gram and the draft model's chain, where most copied
+guesses are still kept and the rejected ones show residual resampling (the draft's q beside the target's p) (seed 2; at 0.7 the 135M model's sampled answers ramble, and sampled chat at 0.5
 keeps no n-gram guess at all).
 """
 from __future__ import annotations
@@ -33,19 +33,22 @@ TRACES = {  # file name -> (prompt category, methods after the baseline, samplin
     "spelling": ("spelling fix", ("ngram", "medusa"), GREEDY, 96),
     "code": ("code fix", ("ngram", "medusa"), GREEDY, 96),
     "eagle": ("to JSON", ("eagle", "medusa", "draft"), GREEDY, 96),
-    "spelling_sampling_t0.5": ("spelling fix", ("ngram",), SAMPLED, 96),  # the name ends with the temperature
+    "spelling_sampling_t0.5": ("spelling fix", ("ngram", "draft"), SAMPLED, 96),  # the name ends with the temperature
 }
 
 
-def options(method: str) -> dict:
-    """Tree methods record the GPU-sized trees: a CPU's 2-node default shows little."""
+def options(method: str, sampling: SamplingConfig) -> dict:
+    """Tree methods record the GPU-sized trees: a CPU's 2-node default shows little. A sampled draft runs its
+    chain: its guesses are sampled from q, so the Why panel shows the whole rejection rule (p, q, u, residual)."""
+    if method == "draft" and not sampling.greedy:
+        return {"nodes": 1}
     return {"nodes": TREE_NODES[method]["cuda"]} if method in TREE_NODES else {}
 
 
 def record(target, methods: list[str], prompt: str, run: RunConfig, sampling: SamplingConfig) -> trace.Trace:
     runs = {}
     for method in methods:
-        runs[method] = list(generate(target, method, prompt, run, sampling, **options(method)))
+        runs[method] = list(generate(target, method, prompt, run, sampling, **options(method, sampling)))
         print(f"  {method}: {runs[method][-1].tokens_so_far} tokens in {len(runs[method])} rounds", flush=True)
     return trace.Trace(model=target.name, prompt=prompt, runs=runs, run=run, sampling=sampling)
 
