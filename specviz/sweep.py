@@ -38,7 +38,6 @@ No torch at import: the engine and torch are imported where a model runs, so the
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 

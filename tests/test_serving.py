@@ -16,6 +16,8 @@ from typing import Optional
 import gradio as gr
 import pytest
 
+from specviz.events import summarize
+
 import app
 from scripts.image import free_port
 from specviz import i18n, serving
@@ -533,7 +535,10 @@ def test_the_tab_compares_the_server_with_specvizs_own_run(fake, page):
     assert server_text == "".join(WORDS[:24]) and specviz_text == app.full_text(list(canned_run("ngram", 24, 3)))
     rows = {row[0]: row[1:] for row in table["data"]}
     theirs, ours = result["server"].stats, serving.rounds_stats(result["rounds"])
-    assert rows["tau: tokens per forward that checked guesses"] == [f"{theirs.tau:.2f}", f"{ours.tau:.2f}"]
+    assert rows["mean acceptance length: tokens per forward that checked guesses"] == [f"{theirs.tau:.2f}", f"{ours.tau:.2f}"]
+    # tau means on this tab what it means on the rest of the page: new tokens per target forward, every forward
+    assert rows["tau: new tokens per target forward (every forward)"] == [
+        f"{theirs.tokens_per_forward:.2f}", f"{summarize(result['rounds'])['mean_accepted_tokens']:.2f}"]
     assert rows["counted from"][0] == "vLLM's /metrics counters, before and after"
     assert [trace.name for trace in chart.data] == ["vllm", "specviz ngram"]
     assert list(chart.data[0].y) == pytest.approx(theirs.acceptance_by_position)
