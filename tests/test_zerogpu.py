@@ -63,15 +63,18 @@ def test_a_partial_of_a_generator_is_a_generator_function_to_spaces():
 
 
 def test_the_app_wraps_every_handler_that_runs_a_model(monkeypatch, fake_spaces):
-    """On a ZeroGPU Space the live run, side by side, Prepare, the model list and the API get a GPU."""
+    """On a ZeroGPU Space the live run, side by side, Prepare, the model list, the sweep, the production engine's
+    comparison (its specviz half runs the model) and the API get a GPU."""
     import app
     from test_app import FakeBackend
 
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    demo = app.build_demo(FakeBackend())
+    backend = FakeBackend()
+    demo = app.build_demo(backend)
     durations = sorted(duration for _, duration in fake_spaces)
-    assert durations == [20, 30, 60, 60, 120]
+    sweep_s = 2 * backend.limits.time_budget_s + 30  # a sweep may take two runs' time, plus the c_v timing
+    assert durations == sorted([20, 30, 60, 60, 120, 120, sweep_s])  # ..., the engine tab (120), the sweep
     wrapped = [f for f in demo.fns.values() if hasattr(f.fn, "zerogpu")]
-    assert len(wrapped) == 5  # run, compare, prepare, and the model list on load and on change
+    assert len(wrapped) == 7  # run, compare, prepare, the model list on load and on change, sweep, engine
     # the API's gr.api endpoint reads the undecorated speculate (its signature), which calls the wrapped one
     assert any(getattr(task, "func", None) is app.api_result for task, _ in fake_spaces)
