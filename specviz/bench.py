@@ -20,6 +20,7 @@ import torch
 from .config import RunConfig, SamplingConfig
 from .engine import generate
 from .events import summarize
+from .serving import rounds_stats
 
 
 def read_prompts(path: Path, limit: Optional[int] = None) -> list[dict[str, str]]:
@@ -65,12 +66,10 @@ def engine_runner(target, method: str, run: RunConfig, sampling: SamplingConfig,
     def go(prompt: str) -> dict[str, Any]:
         stats_keys = ("new_tokens", "rounds", "elapsed_s", "proposed_tokens", "accepted_tokens")
         rounds = list(generate(target, method, prompt, run, sampling, **options))
-        stats = summarize(rounds)
-        drafted = [r for r in rounds if r.tokens]
-        depth = max((len(r.accepted_path) for r in drafted), default=0)
-        return {"text": "".join(r.text for r in rounds), **{key: stats[key] for key in stats_keys},
-                "drafts": len(drafted),  # as vLLM counts: rounds that guessed; accepted at position i, as it does
-                "accepted_per_pos": [sum(len(r.accepted_path) > i for r in drafted) for i in range(depth)]}
+        stats, spec = summarize(rounds), rounds_stats(rounds)  # spec: counted as vLLM counts (a draft = a round that guessed)
+        drafts = spec.drafts if spec else 0
+        return {"text": "".join(r.text for r in rounds), **{key: stats[key] for key in stats_keys}, "drafts": drafts,
+                "accepted_per_pos": [round(share * drafts) for share in spec.acceptance_by_position] if spec else []}
     return go
 
 

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -54,7 +54,6 @@ class PeerResult:
     runs: list[PeerRun]
     load_seconds: float
     version: str
-    llm: dict[str, Any] = field(default_factory=dict)  # the LLM(...) arguments vLLM ran with
 
 
 def default_venv_python() -> Path:
@@ -110,7 +109,7 @@ def run_vllm(llm: dict[str, Any], sampling: dict[str, Any], prompts: list[list[i
     if not data["ok"]:
         raise PeerError(f"vLLM refused ({data['stage']}): {data['error']}", data["stage"])
     runs = [PeerRun(r["token_ids"], r["text"], r["seconds"], r["counters"]) for r in data["runs"]]
-    return PeerResult(runs, data["load_seconds"], data["vllm"], llm)
+    return PeerResult(runs, data["load_seconds"], data["vllm"])
 
 
 def local_llm(exported: dict[str, Any], model_folder: str, folders: dict[str, str]) -> dict[str, Any]:
@@ -126,18 +125,3 @@ def local_llm(exported: dict[str, Any], model_folder: str, folders: dict[str, st
         llm["speculative_config"] = dict(spec) | {"model": folders[spec["model"]]}
     return {**CPU_LLM, **llm}
 
-
-def summary(result: PeerResult) -> dict[str, Any]:
-    """tau (new tokens per target forward, prefill included, as specviz counts it), tokens/s over the timed
-    requests, acceptance per position (accepted at position i / drafts) from vLLM's counters."""
-    tokens = sum(len(r.token_ids) for r in result.runs)
-    seconds = sum(r.seconds for r in result.runs)
-    drafts = sum(r.counters["drafts"] for r in result.runs)
-    width = max((len(r.counters["accepted_per_pos"]) for r in result.runs), default=0)
-    per_pos = [sum(r.counters["accepted_per_pos"][i] for r in result.runs if i < len(r.counters["accepted_per_pos"]))
-               for i in range(width)]
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds if seconds else 0.0,
-            "tau": tokens / sum(r.target_forwards for r in result.runs) if result.runs else 0.0,
-            "drafts": drafts, "draft_tokens": sum(r.counters["draft_tokens"] for r in result.runs),
-            "accepted": sum(r.counters["accepted"] for r in result.runs),
-            "acceptance_by_position": [a / drafts for a in per_pos] if drafts else []}
