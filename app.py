@@ -319,15 +319,16 @@ def speedup_of(rounds: list[Round], base: Optional[list[Round]]) -> Optional[flo
     return summarize(rounds, base_tps)["speedup"] if rounds else None
 
 
-def inspect_round(rounds: list[Round], number: Any, language: str = "English") -> tuple:
+def inspect_round(rounds: list[Round], number: Any, language: str = "English", node: Any = None) -> tuple:
     """The tree picture, token table and Why panel (its node picker, then the panel) of round `number`
-    (1-based; clamped to the run)."""
+    (1-based; clamped to the run). node: the guess the panel explains, if the round checked it (the language
+    switch keeps the reader's choice); else the default one."""
     lang = i18n.code(language)
     if not rounds:
         return "", render.table("headers.tokens", [], lang), *why_view(None, None, lang)
     r = picked(rounds, number)
     return (render.tree_svg(r, lang=lang), render.table("headers.tokens", render.token_rows(r, lang), lang),
-            *why_view(r, None, lang))
+            *why_view(r, node, lang))
 
 
 def picked(rounds: list[Round], number: Any) -> Round:
@@ -904,6 +905,8 @@ def live_tab(ui: Page, backend: EngineBackend, c: dict, cache: gr.State, languag
     pick.input(inspect_round, [last_run, pick, language], [tree, tokens, why_node, why_panel], queue=False, **UI)
     why_node.input(in_status(inspect_why, 2, None), [last_run, pick, why_node, language], [why_node, why_panel],
                    queue=False, **UI)
+    language.change(inspect_round, [last_run, pick, language, why_node], [tree, tokens, why_node, why_panel],
+                    queue=False, **UI)  # the inspector in the new language, on the same round and guess
     return dict(event=event, rounds=last_run, base=live_base, stream=stream, figures=figures, table=table,
                 status=status, lossless=lossless, formula=formula, deploy=deploy, deployed=deployed)
 

@@ -268,11 +268,26 @@ def test_the_page_wires_the_why_pickers():
     demo = app.build_demo(FakeBackend())
     for name in ("live", "step", "replay"):
         [picker] = [f for f in demo.fns.values() if any(getattr(b, "elem_id", None) == f"{name}-why-node" for b in f.inputs)
-                    and any(getattr(b, "elem_id", None) == f"{name}-why" for b in f.outputs)]
+                    and any(getattr(b, "elem_id", None) == f"{name}-why" for b in f.outputs)
+                    and getattr(f.fn, "__name__", "") != "inspect_round"]  # the language switch's redraw: below
         if name == "live":
             assert picker.fn([chain()], 1, 0, "English")[0]["value"] == 0
         else:  # wrapped in in_status: with no view yet the outputs keep what they show
             assert picker.fn(None, 0, "English") == (app.gr.skip(),) * 3
+
+
+def test_the_language_switch_redraws_the_live_inspector_on_the_same_round_and_guess():
+    import app
+    from test_app import FakeBackend
+
+    demo = app.build_demo(FakeBackend())
+    [redraw] = [f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "inspect_round"
+                and [getattr(b, "elem_id", None) for b in f.inputs][-2:] == ["language", "live-why-node"]]
+    assert [getattr(b, "elem_id", None) for b in redraw.outputs][-2:] == ["live-why-node", "live-why"]
+    rounds = [chain(index=0), chain(index=1)]
+    tree, table, node, panel = redraw.fn(rounds, 1, "中文", 0)  # the reader had picked guess 0 of round 1
+    assert node["value"] == 0 and "u = 0.200" in panel and "抽签" in panel
+    assert redraw.fn(rounds, 1, "English", 7)[2]["value"] == 1  # a guess the round never checked: the default
 
 
 def test_the_panel_shows_at_most_twelve_tokens_always_with_the_guess_and_the_drawn_one():
