@@ -84,6 +84,10 @@ class Request:
     sampling: SamplingConfig
     options: dict = field(default_factory=dict)  # the method's own options (tree nodes)
 
+    def baseline(self) -> "Request":
+        """The plain-decoding run of the same prompt and settings (no method options: the baseline takes none)."""
+        return replace(self, method="baseline", options={})
+
     def baseline_key(self) -> str:
         s = self.sampling
         return json.dumps([self.model, self.prompt, self.run.max_new_tokens, s.temperature, s.top_p, s.seed])
@@ -410,7 +414,7 @@ def run_single(backend: EngineBackend, prompt, method, k, temperature, top_p, ma
     elif with_baseline:
         base = cache.get(req.baseline_key())
         if base is None:
-            for base in growing(backend, replace(req, method="baseline"), lang):
+            for base in growing(backend, req.baseline(), lang):
                 if tick():
                     note = (f"{status_line(req.method, rounds, True, lang)}  \n"
                             + i18n.text("status.baseline_now", lang, n=len(base)))
@@ -507,7 +511,7 @@ def run_compare(backend: EngineBackend, prompt, methods, k, temperature, top_p, 
             for m in methods]
     greedy, tick, runs = reqs[0].sampling.greedy, Throttle(), {}
     base: list[Round] = []
-    for base in growing(backend, replace(reqs[0], method="baseline"), lang):
+    for base in growing(backend, reqs[0].baseline(), lang):
         runs["baseline"] = base
         if tick():
             yield compare_outputs(methods, runs, None, i18n.text("compare.running_baseline", lang, n=len(base)),
@@ -755,7 +759,7 @@ def api_result(backend: EngineBackend, prompt: Any, method: Any, max_new_tokens:
     result = {"text": full_text(rounds), "rounds": [r.to_dict() for r in rounds], "metrics": summarize(rounds),
               "method": req.method, "model": req.model}
     if baseline:
-        base = rounds if req.method == "baseline" else api_rounds(backend, replace(req, method="baseline", options={}))
+        base = rounds if req.method == "baseline" else api_rounds(backend, req.baseline())
         result["metrics"] = summarize(rounds, summarize(base)["tokens_per_s"])
         result["baseline"] = {"text": full_text(base), "metrics": summarize(base)}
         result["identical_to_baseline"] = render.agreement(rounds, base).first_difference is None if (

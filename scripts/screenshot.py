@@ -97,10 +97,14 @@ def replay(page, demo: str, speed: float, timeout_s: float) -> None:
     wait_for_text(page, "#replay-narration", "Round 1", timeout_s)
 
 
-def production_engine(page, method: str, timeout_s: float) -> None:
-    """Send the page's prompt to the first allowed server in the Production engine tab, wait for both sides."""
+def choose_method(page, method: str) -> None:
     page.locator("#method input").first.click()
     page.get_by_role("option", name=method, exact=True).click()
+
+
+def production_engine(page, method: str, timeout_s: float) -> None:
+    """Send the page's prompt to the first allowed server in the Production engine tab, wait for both sides."""
+    choose_method(page, method)
     open_tab(page, "Production engine")
     page.locator("#engine-button").click()
     wait_for_text(page, "#engine-status", "Done", timeout_s)
@@ -145,8 +149,11 @@ def shoot_views(page, views: list[str], args: argparse.Namespace, beside) -> Non
             sweep(page, args.sweep_values, args.timeout)
         elif view == "why":
             why_panel(page, args.timeout)
+        elif view == "oracle":  # the teaching ceiling: its slider shows, a live run against the formula
+            choose_method(page, "oracle")
+            live_run(page, args.timeout)
         else:
-            raise SystemExit(f"unknown view {view!r}: engine, sweep or why")
+            raise SystemExit(f"unknown view {view!r}: engine, sweep, why or oracle")
         shoot(page, beside(f"{view}.png"))
         switch_language(page, "中文")
         shoot(page, beside(f"{view}_zh.png"))
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="also the other views, beside --out")
     parser.add_argument("--trace", default="eagle", help="the demo trace --all replays")
     parser.add_argument("--views", default="", help="only these, beside --out: engine (needs an allowed server: "
-                        "SPECVIZ_ENGINES), sweep, why; each also in Chinese")
+                        "SPECVIZ_ENGINES), sweep, why, oracle; each also in Chinese")
     parser.add_argument("--engine-method", default="ngram", help="the method the engine view compares")
     parser.add_argument("--sweep-values", default="1..4", help="the k values the sweep view runs")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for a run")

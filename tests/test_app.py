@@ -925,3 +925,33 @@ def test_the_oracles_a_reaches_the_engine_from_the_page_and_the_api():
     assert backend.options == {}  # other methods take no a
     with pytest.raises(gr.Error, match="a must be a number from 0.0 to 1.0"):
         app.validate(backend, "hi", "oracle", 4, 0.0, 1.0, 24, 0, "fake-model", oracle_a=1.5)
+
+
+class OracleBackend(FakeBackend):
+    """FakeBackend offering the oracle, recording each request's method and options."""
+
+    def __init__(self):
+        super().__init__()
+        self.requests: list[tuple[str, dict]] = []
+
+    def names(self) -> tuple[str, ...]:
+        return (*super().names(), "oracle")
+
+    def methods(self, model: str) -> list[str]:
+        return [*super().methods(model), "oracle"]
+
+    def stream(self, req: app.Request) -> Iterator[Round]:
+        self.requests.append((req.method, req.options))
+        return super().stream(req)
+
+
+def test_the_baseline_beside_a_method_with_options_runs_without_them():
+    """The oracle's a (or a tree's nodes) is the method's option: the baseline run beside it takes none (it once
+    got a=0.8 and failed after the oracle's run). Live run, side by side and the API alike."""
+    backend = OracleBackend()
+    list(app.run_single(backend, "hi", "oracle", 4, 0.0, 1.0, 16, 0, "fake-model", True, {}, "English", 0, False, 0.5))
+    list(app.run_compare(backend, "hi", ["oracle", "ngram"], 4, 0.0, 1.0, 16, 0, "fake-model", {}, "English", 0, False,
+                         0.5))
+    app.api_result(backend, "hi", "oracle", 16, 0.0, 4, 1.0, 0, 0, False, True, 0.5)
+    assert ("oracle", {"a": 0.5}) in backend.requests
+    assert [options for method, options in backend.requests if method == "baseline"] == [{}, {}, {}]

@@ -91,7 +91,7 @@ def plan(backend: Any, validate: Validate, param: str, spec: Any, prompt: Any, m
     requests = {v: request(k=v, nodes=chain) if param == "k" else request(k=k, nodes=v) for v in sweep.values}
     title = base.method if param == "k" else f"{base.method}, k = {base.run.k}"
     seconds = TIME_PER_RUN * limits.time_budget_s or math.inf
-    return Plan(sweep, requests, replace(base, method="baseline", options={}), title, seconds)
+    return Plan(sweep, requests, base.baseline(), title, seconds)
 
 
 def measure(backend: Any, req: Any, deadline: float, lang: str) -> Iterator[list[Round]]:
