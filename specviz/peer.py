@@ -3,7 +3,7 @@
 vLLM pins its own transformers, so it never shares specviz's interpreter: `scripts/vllm_env.sh` builds a venv
 (or SPECVIZ_VLLM_PYTHON names one), and `run_vllm` starts specviz/vllm_runner.py there with a job file, once per
 engine configuration. Prompts cross as token ids (the chat template applied by specviz), so both engines read
-exactly the same input. No torch here.
+exactly the same input. No torch at import (the cache folder comes from specviz.models when asked).
 """
 from __future__ import annotations
 
@@ -57,8 +57,10 @@ class PeerResult:
 
 
 def default_venv_python() -> Path:
-    cache = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
-    return Path(os.environ.get("SPECVIZ_VLLM_VENV", cache / "vllm-venv")) / "bin" / "python"
+    """The python of the venv scripts/vllm_env.sh builds: $SPECVIZ_VLLM_VENV, else vllm-venv in specviz's cache."""
+    from .models import cache_dir
+
+    return Path(os.environ.get("SPECVIZ_VLLM_VENV", cache_dir() / "vllm-venv")) / "bin" / "python"
 
 
 def vllm_python() -> Optional[str]:

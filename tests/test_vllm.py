@@ -107,10 +107,8 @@ def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the embedded model with n-gram speculation, as the README starts it."""
     import os
     import subprocess
-    import time
-    import httpx
 
-    from scripts.image import free_port
+    from scripts.image import free_port, wait_until_serving
 
     port = free_port()
     # `vllm serve` itself fails in the CPU build (its CLI asks for the version of a package named "vllm"; this one
@@ -118,24 +116,16 @@ def vllm_server(tmp_path_factory):
     spec = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 8, "prompt_lookup_min": 2}'
     log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
     with open(log, "w") as out:
-        server = subprocess.Popen([peer.vllm_python(), "-m", peer.SERVER_MODULE, "--model", str(embedded_folder()), "--dtype", "float32", "--enforce-eager",
-                                   "--max-model-len", "2048", "--port", str(port), "--speculative-config", spec],
+        server = subprocess.Popen([peer.vllm_python(), "-m", peer.SERVER_MODULE, "--model", str(embedded_folder()),
+                                   "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048", "--port", str(port), "--speculative-config", spec],
                                   stdout=out, stderr=subprocess.STDOUT, env=os.environ | peer.CPU_ENV,
                                   start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if server.poll() is not None:
-                pytest.fail(f"vllm serve exited ({server.returncode}): {log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail(f"vllm serve did not answer within 600 s: {log.read_text()[-3000:]}")
+        try:
+            wait_until_serving(server, f"{url}/v1/models", 600)
+        except (RuntimeError, TimeoutError) as err:
+            pytest.fail(f"vllm serve: {err}: {log.read_text()[-3000:]}")
         yield url
     finally:
         if server.poll() is None:

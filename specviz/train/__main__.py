@@ -325,15 +325,11 @@ def draft_main(args: argparse.Namespace) -> int:
 
 
 def export_main(args: argparse.Namespace) -> int:
-    """A self-contained copy of the shipped draft (embedding included) for transformers' assistant_model."""
-    from ..methods.draft import load_draft
-    from ..models import load_target
+    """A self-contained copy of the shipped draft (embedding included) for transformers' assistant_model: the
+    same folder export-vllm writes for vLLM's draft_model."""
+    from .export import export_vllm
 
-    target = load_target()
-    draft = load_draft(args.source, target)
-    draft.model.save_pretrained(args.folder)
-    target.tokenizer.save_pretrained(args.folder)
-    print(f"[train] wrote {args.folder}", file=sys.stderr)
+    export_vllm("draft", args.folder, args.source)
     return 0
 
 
